@@ -1,0 +1,36 @@
+# Tensor Fences. Two commands do all the set-up: `make book` and `make test`.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV   ?= .venv
+# The reference torch: the CPU wheel. An unpinned torch lets pip pick a multi-GB CUDA build.
+TORCH  ?= torch==2.13.0
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.tensor-fences-installed
+
+.PHONY: help book test clean
+
+help:
+	@echo "make book   build the site into _build/html, executing every fence"
+	@echo "make test   run every chapter's fences and the tests of fences/ under pytest"
+	@echo "make clean  remove _build (keeps .venv)"
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH)" -e .
+	@touch $@
+
+# -n: nitpicky, -W: every warning is an error, --keep-going: report them all.
+book: $(STAMP)
+	$(BIN)/python -m fences.cachekey _build/.jupyter_cache
+	$(BIN)/jupyter-book build . -n -W --keep-going
+	@test -f _build/html/index.html
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf _build

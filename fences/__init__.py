@@ -1,0 +1,196 @@
+"""The few helpers every chapter's fences use.
+
+A fence is a code cell that asserts a claim made in the prose beside it.
+This package stays small: a helper lives here only when several chapters
+call it.
+
+- ``raises`` / ``warns``: assert that a call raises (or warns), show the
+  reader the message, and fail loudly when nothing happens.
+- ``shares_memory``: do two tensors (or a tensor and an array) use the same
+  bytes?
+- ``glue``: publish a computed value to the prose (myst-nb ``glue``), so
+  numbers quoted in the text come from execution.
+- ``needs``: gate a fence on a device; prints a visible "not executed here"
+  line that the test suite reports as a skip.
+- ``table``: render rows computed by a fence as a table.
+- ``torch_build``: which torch, which build, executed this page.
+"""
+from __future__ import annotations
+
+import re
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+__all__ = [
+    "raises",
+    "warns",
+    "shares_memory",
+    "glue",
+    "needs",
+    "SKIP_MARKER",
+    "table",
+    "torch_build",
+]
+
+#: The line ``needs`` prints; the test plugin turns a cell that prints it
+#: into a reported skip with the reason that follows.
+SKIP_MARKER = "[fence not executed here]"
+
+_SHOWN = 240  # characters of an exception message shown to the reader
+
+
+def _first_line(message: str) -> str:
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    return line if len(line) <= _SHOWN else line[: _SHOWN - 3] + "..."
+
+
+@dataclass
+class Caught:
+    """What ``raises``/``warns`` caught: the exception (or warning) and its text."""
+
+    value: BaseException | Warning | None = None
+    message: str = field(default="")
+
+
+@contextmanager
+def raises(expected: type[BaseException] | tuple, match: str):
+    """Assert that the block raises ``expected`` with a message matching ``match``.
+
+    ``match`` is a regular expression searched in ``str(exception)``.
+    Shows the reader the first line of the message. Fails with
+    "expected X, nothing was raised" when the block completes normally, and
+    lets any other exception through unchanged.
+    """
+    names = _names(expected)
+    caught = Caught()
+    try:
+        yield caught
+    except expected as exc:  # noqa: B030 - a tuple of types is allowed
+        text = str(exc)
+        if not re.search(match, text):
+            raise AssertionError(
+                f"{type(exc).__name__} was raised, but its message does not match "
+                f"{match!r}:\n{text}"
+            ) from exc
+        caught.value, caught.message = exc, text
+        print(f"raised {type(exc).__name__}: {_first_line(text)}")
+    else:
+        raise AssertionError(f"expected {names} matching {match!r}, nothing was raised")
+
+
+@contextmanager
+def warns(expected: type[Warning], match: str):
+    """Assert that the block emits a warning of ``expected`` matching ``match``."""
+    caught = Caught()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        yield caught
+    for w in seen:
+        if issubclass(w.category, expected) and re.search(match, str(w.message)):
+            caught.value, caught.message = w.message, str(w.message)
+            print(f"warned {w.category.__name__}: {_first_line(str(w.message))}")
+            return
+    others = "; ".join(f"{w.category.__name__}: {w.message}" for w in seen) or "none"
+    raise AssertionError(
+        f"expected {expected.__name__} matching {match!r}, nothing was warned "
+        f"(warnings seen: {others})"
+    )
+
+
+def _names(expected) -> str:
+    if isinstance(expected, tuple):
+        return " or ".join(e.__name__ for e in expected)
+    return expected.__name__
+
+
+def _extent(x) -> tuple[int, int]:
+    """[start, end) byte range that a tensor or array can touch."""
+    if hasattr(x, "untyped_storage"):
+        start = x.untyped_storage().data_ptr()
+        return start, start + x.untyped_storage().nbytes()
+    import numpy as np
+
+    bounds = getattr(np.lib, "array_utils", np).byte_bounds  # moved in NumPy 2
+    return bounds(x)
+
+
+def shares_memory(a, b) -> bool:
+    """True when ``a`` and ``b`` (tensors or NumPy arrays) can touch the same bytes.
+
+    For two tensors this compares their storages: a view shares its base's
+    storage even where the two select disjoint elements. Across the NumPy
+    bridge it compares byte ranges. Tensors on the ``meta`` device have no
+    bytes and never share.
+    """
+    for x in (a, b):
+        if getattr(x, "is_meta", False):
+            return False
+    if hasattr(a, "untyped_storage") and hasattr(b, "untyped_storage"):
+        return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    (a0, a1), (b0, b1) = _extent(a), _extent(b)
+    return a0 < b1 and b0 < a1
+
+
+def glue(name: str, value, display: bool = False):
+    """Publish ``value`` under ``name`` for ``{glue}`name``` in the prose.
+
+    Uses myst-nb's ``glue`` when it is installed (the site build, the test
+    suite); in a bare notebook it only returns the value.
+    """
+    try:
+        from myst_nb import glue as _glue
+    except ImportError:  # a downloaded notebook opened without myst-nb
+        return value
+    _glue(name, value, display=display)
+    return value
+
+
+def needs(device: str) -> bool:
+    """True when ``device`` ("cuda", "mps", ...) can run code here.
+
+    When it cannot, prints one visible line starting with ``SKIP_MARKER``;
+    the page shows it and the test suite reports the cell as skipped::
+
+        if fences.needs("cuda"):
+            ...  # the CUDA-only fence
+    """
+    import torch
+
+    if device == "cuda":
+        ok = torch.cuda.is_available()
+        why = f"needs a CUDA GPU; torch.cuda.is_available() is False (torch {torch.__version__})"
+    elif device == "mps":
+        ok = torch.backends.mps.is_available()
+        why = f"needs Apple MPS; torch.backends.mps.is_available() is False (torch {torch.__version__})"
+    else:
+        raise ValueError(f"unknown device kind {device!r}")
+    if not ok:
+        print(f"{SKIP_MARKER} {why}")
+    return ok
+
+
+def table(rows, headers):
+    """Show ``rows`` (computed by the fence) as a Markdown table and return them."""
+    from IPython.display import Markdown, display
+
+    def cell(v) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    display(Markdown("\n".join(lines)))
+    return rows
+
+
+def torch_build() -> str:
+    """One line naming the torch that runs this code: version and build kind."""
+    import torch
+
+    if torch.version.cuda:
+        kind = f"CUDA {torch.version.cuda} build"
+    elif getattr(torch.version, "hip", None):
+        kind = f"ROCm {torch.version.hip} build"
+    else:
+        kind = "CPU-only build"
+    return f"torch {torch.__version__} ({kind})"

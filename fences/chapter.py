@@ -1,0 +1,125 @@
+"""Reading a chapter: a jupytext MyST file, checked before anything runs.
+
+Both the test plugin and the Sphinx extension use these checks, so the
+suite and the site refuse the same mistakes:
+
+- a chapter without the jupytext header (myst-nb would render it as plain
+  Markdown and execute nothing; a notebook collector would skip it);
+- a chapter listed in ``_toc.yml`` that does not exist;
+- the ``raises-exception`` tag, which lets a cell pass whether or not it
+  raises (use ``fences.raises``).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+FORBIDDEN_TAGS = {
+    "raises-exception": "the raises-exception tag passes a cell whether or not it raises; "
+    "assert the raise with `with fences.raises(...)` instead",
+    "nbval-raises-exception": "nbval passes such a cell whether or not it raises; "
+    "assert the raise with `with fences.raises(...)` instead",
+    "nbval-skip": "a skipped fence cannot fail; gate it with `fences.needs(...)` instead",
+}
+
+_CODE_CELL = re.compile(r"^(`{3,}|~{3,})\{code-cell\}")
+
+
+class ChapterError(Exception):
+    """A chapter that must not be built or tested as it is."""
+
+
+def front_matter(text: str) -> dict:
+    """The YAML block between the leading ``---`` lines, or {} when there is none."""
+    if not text.startswith("---"):
+        return {}
+    end = text.find("\n---", 3)
+    if end < 0:
+        return {}
+    data = yaml.safe_load(text[3:end]) or {}
+    return data if isinstance(data, dict) else {}
+
+
+def header_problems(text: str) -> list[str]:
+    """What is missing from a chapter's jupytext header (empty when it is complete)."""
+    meta = front_matter(text)
+    problems = []
+    fmt = (meta.get("jupytext") or {}).get("text_representation", {}).get("format_name")
+    if fmt != "myst":
+        problems.append(
+            "no jupytext header with `format_name: myst`: myst-nb would render it "
+            "without executing a single fence"
+        )
+    kernelspec = meta.get("kernelspec") or {}
+    if not (kernelspec.get("name") and kernelspec.get("display_name")):
+        problems.append(
+            "no `kernelspec` with `name: python3` and a `display_name` in the front matter"
+        )
+    return problems
+
+
+def code_cell_lines(text: str) -> list[int]:
+    """1-based line number of each ``{code-cell}`` directive, in order."""
+    return [n for n, line in enumerate(text.splitlines(), 1) if _CODE_CELL.match(line)]
+
+
+def tag_problems(nb) -> list[str]:
+    """Forbidden cell tags, one line per cell that carries one."""
+    problems = []
+    code_index = -1
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        code_index += 1
+        for tag in cell.metadata.get("tags", []):
+            if tag in FORBIDDEN_TAGS:
+                problems.append(f"code cell {code_index}: tag {tag!r}: {FORBIDDEN_TAGS[tag]}")
+    return problems
+
+
+def read(path: Path):
+    """The chapter as a notebook, after every check; raises ``ChapterError``.
+
+    Returns ``(notebook, lines)`` where ``lines[i]`` is the source line of
+    code cell ``i``.
+    """
+    import jupytext
+
+    path = Path(path)
+    if not path.exists():
+        raise ChapterError(f"{path}: file does not exist")
+    text = path.read_text(encoding="utf-8")
+    problems = header_problems(text)
+    if problems:
+        raise ChapterError(f"{path}: " + "; ".join(problems))
+    nb = jupytext.reads(text, fmt="md:myst")
+    problems = tag_problems(nb)
+    if problems:
+        raise ChapterError(f"{path}: " + "; ".join(problems))
+    return nb, code_cell_lines(text)
+
+
+def toc_files(root: Path) -> list[Path]:
+    """Every file ``_toc.yml`` lists, resolved against ``root``, in order.
+
+    A listed file without an extension is taken as ``.md``.
+    """
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8")) or {}
+    found: list[str] = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key in ("root", "file"):
+                if isinstance(node.get(key), str):
+                    found.append(node[key])
+            for value in node.values():
+                if isinstance(value, (list, dict)):
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(toc)
+    return [root / (f if Path(f).suffix else f + ".md") for f in found]

@@ -1,0 +1,180 @@
+"""The test plugin: every MyST chapter under ``book/`` runs as an nbval notebook.
+
+- Each code cell is one test item, named by its index and source line.
+- Before the first cell the plugin snapshots torch's global settings; after
+  the last it fails the chapter if any was left changed (``fences.state``).
+- A cell that prints ``fences.SKIP_MARKER`` (through ``fences.needs``) is
+  reported as skipped, with its reason.
+- A chapter without its jupytext header, a forbidden tag, or a ``_toc.yml``
+  entry that does not exist is an error naming the file.
+- ``--fences-results PATH`` writes one JSON record per fence.
+
+Enable it from a ``conftest.py``: ``pytest_plugins = ["fences.pytest_plugin"]``.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from nbformat.v4 import new_code_cell
+from nbval.plugin import IPyNbCell, IPyNbFile
+
+from . import SKIP_MARKER
+from . import chapter as chapters
+
+SNAPSHOT = "import fences.state\nfences.state.snapshot()"
+CHECK = "fences.state.check()"
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("fences", "Tensor Fences chapters")
+    group.addoption(
+        "--fences-results",
+        metavar="PATH",
+        help="write one JSON record per fence (chapter, cell, line, outcome, reason)",
+    )
+    parser.addini("fences_book", "folder of MyST chapters to collect", default="book")
+
+
+def pytest_sessionstart(session):
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise pytest.UsageError(
+            f"torch is not installed for {sys.executable} ({exc}). "
+            "`make test` creates .venv and installs the reference torch (torch==2.13.0, CPU)."
+        ) from None
+    root = Path(session.config.rootpath)
+    if (root / "_toc.yml").exists():
+        problems = []
+        listed = chapters.toc_files(root)
+        book = root / session.config.getini("fences_book")
+        for path in sorted(book.glob("*.md")):
+            if path not in listed:
+                problems.append(
+                    f"{path.relative_to(root)} is not listed in _toc.yml: the site would not "
+                    "build it (add one `- file:` line)"
+                )
+        for path in listed:
+            rel = path.relative_to(root)
+            if not path.exists():
+                problems.append(f"_toc.yml lists {rel}, which does not exist")
+                continue
+            for p in chapters.header_problems(path.read_text(encoding="utf-8")):
+                problems.append(f"{rel} (listed in _toc.yml): {p}")
+        if problems:
+            raise pytest.UsageError("\n".join(problems))
+    session.config._fence_records = []
+
+
+def pytest_collect_file(file_path: Path, parent):
+    book = Path(parent.config.rootpath) / parent.config.getini("fences_book")
+    if file_path.suffix == ".md" and book in file_path.parents:
+        return Chapter.from_parent(parent, path=file_path)
+    return None
+
+
+class Chapter(IPyNbFile):
+    """One MyST chapter, read with jupytext and run in one kernel."""
+
+    def collect(self):
+        try:
+            self.nb, lines = chapters.read(self.path)
+        except chapters.ChapterError as exc:
+            raise self.CollectError(str(exc)) from None
+        yield Fence.from_parent(
+            self, name="setup: snapshot torch global state", cell_num=-1,
+            cell=new_code_cell(SNAPSHOT), options=_options(), line=0,
+        )
+        code = [c for c in self.nb.cells if c.cell_type == "code"]
+        for index, (cell, line) in enumerate(zip(code, lines)):
+            yield Fence.from_parent(
+                self, name=f"Cell {index} (line {line})", cell_num=index,
+                cell=cell, options=_options(), line=line,
+            )
+        yield Fence.from_parent(
+            self, name="teardown: torch global state restored", cell_num=len(code),
+            cell=new_code_cell(CHECK), options=_options(), line=0,
+        )
+
+    def repr_failure(self, excinfo, style=None):
+        return str(excinfo.value)
+
+
+def _options():
+    # Outputs are never compared: a fence proves its claim with assert.
+    return defaultdict(bool, check=False)
+
+
+class Fence(IPyNbCell):
+    """One code cell of a chapter."""
+
+    def __init__(self, name, parent, cell_num, cell, options, line):
+        super().__init__(name, parent, cell_num, cell, options)
+        self.line = line
+
+    def runtest(self):
+        super().runtest()
+        for out in self.test_outputs or []:
+            text = out.get("text", "")
+            if out.get("output_type") == "stream" and SKIP_MARKER in text:
+                reason = text.split(SKIP_MARKER, 1)[1].strip().splitlines()[0]
+                pytest.skip(reason)
+
+    def repr_failure(self, excinfo):
+        where = f"{self.parent.path.relative_to(self.config.rootpath)}, {self.name}"
+        return f"{where}\n{super().repr_failure(excinfo)}"
+
+    def reportinfo(self):
+        return self.path, max(self.line - 1, 0), f"{self.parent.path.name}::{self.name}"
+
+
+def pytest_runtest_logreport(report):
+    records = getattr(_config, "_fence_records", None) if _config else None
+    if records is None or "::" not in report.nodeid:
+        return
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        chapter, _, cell = report.nodeid.partition("::")
+        if not chapter.endswith(".md"):
+            return
+        reason = ""
+        if report.skipped and isinstance(report.longrepr, tuple):
+            reason = report.longrepr[2].removeprefix("Skipped: ")
+        elif report.failed:
+            reason = str(report.longrepr).strip().splitlines()[-1][:300] if report.longrepr else ""
+        records.append({"chapter": chapter, "fence": cell, "outcome": report.outcome, "reason": reason})
+
+
+_config = None
+
+
+def pytest_configure(config):
+    global _config
+    _config = config
+
+
+def pytest_sessionfinish(session, exitstatus):
+    path = session.config.getoption("--fences-results")
+    records = getattr(session.config, "_fence_records", None)
+    if not path or records is None:
+        return
+    import torch
+
+    from . import torch_build
+
+    out = {
+        "torch": torch.__version__,
+        "build": torch_build(),
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        "exitstatus": int(exitstatus),
+        "fences": records,
+    }
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")

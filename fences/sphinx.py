@@ -1,0 +1,55 @@
+"""Sphinx extension: the site refuses what the test suite refuses.
+
+Every page of the book must be a jupytext MyST notebook (or myst-nb would
+render it without executing anything) and must not carry a tag that lets a
+cell pass without raising. Each problem is a warning naming the file, so
+``jupyter-book build -W`` fails on it.
+
+Enabled in ``_config.yml`` under ``sphinx: extra_extensions``.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from sphinx.util import logging
+
+from . import chapter as chapters
+
+logger = logging.getLogger(__name__)
+
+
+def _check_source(app, docname: str, source: list[str]) -> None:
+    path = Path(app.env.doc2path(docname))
+    if path.suffix != ".md":
+        return
+    text = source[0]
+    problems = chapters.header_problems(text)
+    if not problems:
+        import jupytext
+
+        problems = chapters.tag_problems(jupytext.reads(text, fmt="md:myst"))
+    for problem in problems:
+        logger.warning(f"{problem}", location=docname, type="fences", subtype="chapter")
+
+
+def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
+    """Offer the executed notebook (myst-nb's jupyter_execute/) as an .ipynb download.
+
+    sphinx-book-theme adds the ".ipynb" entry of its download menu when
+    ``ipynb_source`` is in the page context, but sets it itself only when a
+    launch button is configured. This runs just before its header buttons.
+    """
+    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+    if not executed.exists():
+        return
+    target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(executed, target)
+    context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+def setup(app):
+    app.connect("source-read", _check_source)
+    app.connect("html-page-context", _offer_notebook, priority=500)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

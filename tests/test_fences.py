@@ -1,0 +1,196 @@
+"""Unit tests of the fences package itself (the chapters are tested via book/)."""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import fences
+from fences import cachekey, chapter, state
+
+HEADER = """---
+jupytext:
+  text_representation:
+    format_name: myst
+kernelspec:
+  name: python3
+  display_name: Python 3
+---
+"""
+
+
+# --- raises / warns -------------------------------------------------------
+
+def test_raises_passes_and_shows_the_message(capsys):
+    with fences.raises(ValueError, "bad val") as caught:
+        raise ValueError("bad value here\nsecond line")
+    assert isinstance(caught.value, ValueError)
+    assert capsys.readouterr().out == "raised ValueError: bad value here\n"
+
+
+def test_raises_fails_when_nothing_is_raised():
+    with pytest.raises(AssertionError, match="expected ValueError matching 'x', nothing was raised"):
+        with fences.raises(ValueError, "x"):
+            pass
+
+
+def test_raises_fails_when_the_message_does_not_match():
+    with pytest.raises(AssertionError, match="does not match"):
+        with fences.raises(ValueError, "expected text"):
+            raise ValueError("other text")
+
+
+def test_raises_lets_another_exception_type_through():
+    with pytest.raises(KeyError):
+        with fences.raises(ValueError, ""):
+            raise KeyError("k")
+
+
+def test_raises_accepts_a_tuple_of_types():
+    with pytest.raises(AssertionError, match="expected TypeError or ValueError"):
+        with fences.raises((TypeError, ValueError), ""):
+            pass
+
+
+def test_raises_shortens_a_long_message(capsys):
+    with fences.raises(ValueError, "a"):
+        raise ValueError("a" * 1000)
+    assert len(capsys.readouterr().out.strip()) < 300
+
+
+def test_warns_passes_and_fails():
+    with fences.warns(UserWarning, "careful"):
+        warnings.warn("be careful", UserWarning)
+    with pytest.raises(AssertionError, match="nothing was warned"):
+        with fences.warns(UserWarning, "careful"):
+            pass
+
+
+# --- shares_memory --------------------------------------------------------
+
+def test_shares_memory_for_views_and_copies():
+    base = torch.arange(6)
+    assert fences.shares_memory(base, base[2:])
+    assert fences.shares_memory(base, base.view(2, 3).t())
+    assert not fences.shares_memory(base, base.clone())
+
+
+def test_shares_memory_across_the_numpy_bridge():
+    arr = np.arange(4.0)
+    assert fences.shares_memory(torch.from_numpy(arr), arr)
+    assert fences.shares_memory(arr, torch.from_numpy(arr[1:]))
+    assert not fences.shares_memory(torch.tensor(arr), arr)
+
+
+def test_meta_tensors_share_nothing():
+    m = torch.empty(3, device="meta")
+    assert not fences.shares_memory(m, m)
+
+
+# --- glue, needs, table, torch_build -------------------------------------
+
+def test_glue_returns_its_value():
+    assert fences.glue("unit_test_value", 42) == 42
+
+
+def test_needs_prints_the_skip_marker_when_the_device_is_missing(capsys):
+    ok = fences.needs("cuda")
+    out = capsys.readouterr().out
+    assert ok == torch.cuda.is_available()
+    assert (fences.SKIP_MARKER in out) == (not ok)
+
+
+def test_needs_refuses_an_unknown_device():
+    with pytest.raises(ValueError, match="unknown device"):
+        fences.needs("tpu")
+
+
+def test_table_returns_its_rows():
+    rows = [(1, "a|b")]
+    assert fences.table(rows, ["n", "s"]) is rows
+
+
+def test_torch_build_names_the_version():
+    assert torch.__version__ in fences.torch_build()
+
+
+# --- state ----------------------------------------------------------------
+
+def test_state_detects_and_names_a_leak():
+    state.snapshot()
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with pytest.raises(AssertionError, match=r"default dtype .*was torch.float32, now torch.float64"):
+            state.check()
+    finally:
+        torch.set_default_dtype(previous)
+    state.check()
+
+
+def test_state_covers_grad_mode_and_threads():
+    before = state.read()
+    with torch.no_grad():
+        inside = state.read()
+    assert any("grad mode" in line for line in state.leaks(before, inside))
+    assert state.leaks(before, state.read()) == []
+    assert any("threads" in name for name in before)
+
+
+# --- chapter checks -------------------------------------------------------
+
+def test_header_problems():
+    assert chapter.header_problems(HEADER + "# ok\n") == []
+    assert len(chapter.header_problems("# no header\n")) == 2
+    assert "format_name: myst" in chapter.header_problems("---\nkernelspec: {name: python3, display_name: P}\n---\n")[0]
+
+
+def test_code_cell_lines():
+    text = HEADER + "# t\n```{code-cell} ipython3\nx = 1\n```\n\n```{code-cell}\ny = 2\n```\n"
+    first = HEADER.count("\n") + 2
+    assert chapter.code_cell_lines(text) == [first, first + 4]
+
+
+def test_read_refuses_forbidden_tags(tmp_path: Path):
+    path = tmp_path / "c.md"
+    path.write_text(HEADER + "```{code-cell} ipython3\n:tags: [raises-exception]\n1/0\n```\n")
+    with pytest.raises(chapter.ChapterError, match="raises-exception"):
+        chapter.read(path)
+
+
+def test_read_returns_cells_and_lines(tmp_path: Path):
+    path = tmp_path / "c.md"
+    path.write_text(HEADER + "# t\n\n```{code-cell} ipython3\nx = 1\n```\n")
+    nb, lines = chapter.read(path)
+    assert [c.source for c in nb.cells if c.cell_type == "code"] == ["x = 1"]
+    assert lines == [HEADER.count("\n") + 3]
+
+
+def test_toc_files_resolves_nested_entries(tmp_path: Path):
+    (tmp_path / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/index\nparts:\n  - chapters:\n"
+        "    - file: book/a\n    - file: book/b.md\n"
+    )
+    assert chapter.toc_files(tmp_path) == [
+        tmp_path / "book/index.md", tmp_path / "book/a.md", tmp_path / "book/b.md"
+    ]
+
+
+# --- cachekey -------------------------------------------------------------
+
+def test_cachekey_names_torch_and_fences():
+    key = cachekey.key()
+    assert f"torch={torch.__version__}" in key and "fences=" in key
+
+
+def test_cachekey_drops_a_cache_made_under_another_key(tmp_path: Path):
+    cache = tmp_path / ".jupyter_cache"
+    cache.mkdir()
+    assert cachekey.refresh(cache) is True      # no key stored: cannot trust it
+    cache.mkdir()
+    assert cachekey.refresh(cache) is False     # same key: kept
+    (tmp_path / ".jupyter_cache.key").write_text("torch=0.0 fences=old\n")
+    assert cachekey.refresh(cache) is True and not cache.exists()
