@@ -65,17 +65,27 @@ def code_cell_lines(text: str) -> list[int]:
     return [n for n, line in enumerate(text.splitlines(), 1) if _CODE_CELL.match(line)]
 
 
+#: A cell tagged ``fence`` must contain one of these, or it cannot fail.
+_CHECKS = re.compile(r"\bassert\b|\braises\(|\bwarns\(|\bcheck\w*\(")
+
+
 def tag_problems(nb) -> list[str]:
-    """Forbidden cell tags, one line per cell that carries one."""
+    """Forbidden tags, and ``fence`` cells that check nothing: one line per cell."""
     problems = []
     code_index = -1
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
         code_index += 1
-        for tag in cell.metadata.get("tags", []):
+        tags = cell.metadata.get("tags", [])
+        for tag in tags:
             if tag in FORBIDDEN_TAGS:
                 problems.append(f"code cell {code_index}: tag {tag!r}: {FORBIDDEN_TAGS[tag]}")
+        if "fence" in tags and not _CHECKS.search(cell.source):
+            problems.append(
+                f"code cell {code_index}: tagged 'fence' but has no assert, raises(), "
+                "warns() or check...() call, so it cannot fail"
+            )
     return problems
 
 

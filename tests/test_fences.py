@@ -161,6 +161,15 @@ def test_read_refuses_forbidden_tags(tmp_path: Path):
         chapter.read(path)
 
 
+def test_a_fence_that_cannot_fail_is_refused(tmp_path: Path):
+    path = tmp_path / "c.md"
+    path.write_text(HEADER + "```{code-cell} ipython3\n:tags: [fence]\nprint(1)\n```\n")
+    with pytest.raises(chapter.ChapterError, match="cannot fail"):
+        chapter.read(path)
+    path.write_text(HEADER + "```{code-cell} ipython3\n:tags: [fence]\nassert 1\n```\n")
+    chapter.read(path)
+
+
 def test_read_returns_cells_and_lines(tmp_path: Path):
     path = tmp_path / "c.md"
     path.write_text(HEADER + "# t\n\n```{code-cell} ipython3\nx = 1\n```\n")
