@@ -10,19 +10,22 @@ TORCH  ?= torch==2.13.0
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.tensor-fences-installed
 
-.PHONY: help book test clean
+.PHONY: help book test matrix check-site clean
 
 help:
-	@echo "make book   build the site into _build/html, executing every fence"
-	@echo "make test   run every chapter's fences and the tests of fences/ under pytest"
-	@echo "make clean  remove _build (keeps .venv)"
+	@echo "make book        build the site into _build/html, executing every fence"
+	@echo "make test        run every chapter's fences and the tests of fences/ under pytest"
+	@echo "make matrix      run every fence on each supported torch release; writes results/"
+	@echo "make check-site  open every built page in headless Chromium and check it"
+	@echo "make clean       remove _build (keeps .venv)"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH)" -e .
+	$(BIN)/python -m pip install --quiet $(TORCH) -e .
 	@touch $@
 
+# The execution cache is dropped when torch or fences/ changed (fences/cachekey.py).
 # -n: nitpicky, -W: every warning is an error, --keep-going: report them all.
 book: $(STAMP)
 	$(BIN)/python -m fences.cachekey _build/.jupyter_cache
@@ -31,6 +34,15 @@ book: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+matrix: $(STAMP)
+	$(BIN)/python tools/matrix.py $(RELEASES)
+
+# Debian's chromium, driven by Playwright for Python (no browser download).
+check-site: $(STAMP)
+	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@$(BIN)/python -c "import playwright" 2>/dev/null || $(BIN)/python -m pip install --quiet playwright
+	$(BIN)/python tools/check_site.py _build/html
 
 clean:
 	rm -rf _build

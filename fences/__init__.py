@@ -12,6 +12,8 @@ call it.
   numbers quoted in the text come from execution.
 - ``needs``: gate a fence on a device; prints a visible "not executed here"
   line that the test suite reports as a skip.
+- ``observe``: record a value that may differ between torch releases or
+  builds; the release matrix compares them.
 - ``table``: render rows computed by a fence as a table.
 - ``torch_build``: which torch, which build, executed this page.
 """
@@ -29,6 +31,8 @@ __all__ = [
     "glue",
     "needs",
     "SKIP_MARKER",
+    "observe",
+    "OBSERVE_MARKER",
     "table",
     "torch_build",
 ]
@@ -36,6 +40,9 @@ __all__ = [
 #: The line ``needs`` prints; the test plugin turns a cell that prints it
 #: into a reported skip with the reason that follows.
 SKIP_MARKER = "[fence not executed here]"
+
+#: The prefix ``observe`` prints; the test plugin records what follows.
+OBSERVE_MARKER = "[observed]"
 
 _SHOWN = 240  # characters of an exception message shown to the reader
 
@@ -170,8 +177,23 @@ def needs(device: str) -> bool:
     return ok
 
 
+def observe(name: str, value):
+    """Record ``value`` under ``name`` (e.g. "devices.current_accelerator") and return it.
+
+    For behaviour that depends on the torch release or build. Prints one line
+    ``[observed] name = value``; the test plugin stores it with the fence's
+    result, and the "Verified on" page lists every name whose value differs
+    between the releases the book was verified on.
+    """
+    print(f"{OBSERVE_MARKER} {name} = {value}")
+    return value
+
+
 def table(rows, headers):
-    """Show ``rows`` (computed by the fence) as a Markdown table and return them."""
+    """Show ``rows`` (computed by the fence) as a Markdown table.
+
+    Returns None, so a call on a cell's last line does not echo the rows.
+    """
     from IPython.display import Markdown, display
 
     def cell(v) -> str:
@@ -180,7 +202,6 @@ def table(rows, headers):
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     display(Markdown("\n".join(lines)))
-    return rows
 
 
 def torch_build() -> str:

@@ -24,7 +24,7 @@ import pytest
 from nbformat.v4 import new_code_cell
 from nbval.plugin import IPyNbCell, IPyNbFile
 
-from . import SKIP_MARKER
+from . import OBSERVE_MARKER, SKIP_MARKER
 from . import chapter as chapters
 
 SNAPSHOT = "import fences.state\nfences.state.snapshot()"
@@ -69,7 +69,8 @@ def pytest_sessionstart(session):
                 problems.append(f"{rel} (listed in _toc.yml): {p}")
         if problems:
             raise pytest.UsageError("\n".join(problems))
-    session.config._fence_records = []
+    global _records
+    _records = []
 
 
 def pytest_collect_file(file_path: Path, parent):
@@ -106,6 +107,14 @@ class Chapter(IPyNbFile):
         return str(excinfo.value)
 
 
+def _first_comment(source: str) -> str:
+    """The fence's first comment line (by convention "# Proves: ..."), without the '#'."""
+    for line in source.splitlines():
+        if line.strip().startswith("#"):
+            return line.strip().lstrip("#").strip()
+    return ""
+
+
 def _options():
     # Outputs are never compared: a fence proves its claim with assert.
     return defaultdict(bool, check=False)
@@ -119,12 +128,20 @@ class Fence(IPyNbCell):
         self.line = line
 
     def runtest(self):
+        self.user_properties.append(("proves", _first_comment(self.cell.source)))
         super().runtest()
-        for out in self.test_outputs or []:
-            text = out.get("text", "")
-            if out.get("output_type") == "stream" and SKIP_MARKER in text:
-                reason = text.split(SKIP_MARKER, 1)[1].strip().splitlines()[0]
-                pytest.skip(reason)
+        text = "".join(
+            out.get("text", "") for out in self.test_outputs or []
+            if out.get("output_type") == "stream"
+        )
+        observed = dict(
+            line[len(OBSERVE_MARKER):].strip().split(" = ", 1)
+            for line in text.splitlines() if line.startswith(OBSERVE_MARKER) and " = " in line
+        )
+        if observed:
+            self.user_properties.append(("observed", observed))
+        if SKIP_MARKER in text:
+            pytest.skip(text.split(SKIP_MARKER, 1)[1].strip().splitlines()[0])
 
     def repr_failure(self, excinfo):
         where = f"{self.parent.path.relative_to(self.config.rootpath)}, {self.name}"
@@ -135,32 +152,29 @@ class Fence(IPyNbCell):
 
 
 def pytest_runtest_logreport(report):
-    records = getattr(_config, "_fence_records", None) if _config else None
-    if records is None or "::" not in report.nodeid:
+    """Keep one record per fence: its outcome, what it proves, what it observed."""
+    chapter, _, fence = report.nodeid.partition("::")
+    if _records is None or not chapter.endswith(".md"):
         return
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-        chapter, _, cell = report.nodeid.partition("::")
-        if not chapter.endswith(".md"):
-            return
+        props = dict(report.user_properties)
         reason = ""
         if report.skipped and isinstance(report.longrepr, tuple):
             reason = report.longrepr[2].removeprefix("Skipped: ")
-        elif report.failed:
-            reason = str(report.longrepr).strip().splitlines()[-1][:300] if report.longrepr else ""
-        records.append({"chapter": chapter, "fence": cell, "outcome": report.outcome, "reason": reason})
+        elif report.failed and report.longrepr:
+            reason = str(report.longrepr).strip().splitlines()[-1][:300]
+        _records.append({
+            "chapter": chapter, "fence": fence, "outcome": report.outcome, "reason": reason,
+            "proves": props.get("proves", ""), "observed": props.get("observed", {}),
+        })
 
 
-_config = None
-
-
-def pytest_configure(config):
-    global _config
-    _config = config
+_records: list[dict] | None = None
 
 
 def pytest_sessionfinish(session, exitstatus):
     path = session.config.getoption("--fences-results")
-    records = getattr(session.config, "_fence_records", None)
+    records = _records
     if not path or records is None:
         return
     import torch

@@ -49,7 +49,27 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
     context["ipynb_source"] = f"{pagename}.ipynb"
 
 
+def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
+    """Include each script once: one tag per source file, one per inline body.
+
+    Under Jupyter Book 1.x two scripts arrive twice, and the copies are
+    JavaScript errors on every page: sphinx-thebe's inline configuration
+    (``const THEBE_JS_URL`` declared twice; Sphinx holds it once with
+    filename None and once with "") and a local ``mathjax_path`` (once with
+    ``defer``, once without; MathJax loaded twice fails to start).
+    """
+    seen, kept = set(), []
+    for script in context.get("script_files", []):
+        filename = str(getattr(script, "filename", script) or "")
+        key = filename or getattr(script, "attributes", {}).get("body", "")
+        if key not in seen:
+            seen.add(key)
+            kept.append(script)
+    context["script_files"] = kept
+
+
 def setup(app):
+    app.connect("html-page-context", _dedupe_scripts)
     app.connect("source-read", _check_source)
     app.connect("html-page-context", _offer_notebook, priority=500)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
