@@ -10,13 +10,14 @@ TORCH  ?= torch==2.13.0
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.tensor-fences-installed
 
-.PHONY: help book test matrix check-site clean
+.PHONY: help book test matrix check-site bench clean
 
 help:
 	@echo "make book        build the site into _build/html, executing every fence"
 	@echo "make test        run every chapter's fences and the tests of fences/ under pytest"
 	@echo "make matrix      run every fence on each supported torch release; writes results/"
 	@echo "make check-site  open every built page in headless Chromium and check it"
+	@echo "make bench       time the verify loop against its floor (benchmarks/bench.py)"
 	@echo "make clean       remove _build (keeps .venv)"
 
 $(STAMP): pyproject.toml
@@ -27,8 +28,10 @@ $(STAMP): pyproject.toml
 
 # The execution cache is dropped when torch or fences/ changed (fences/cachekey.py).
 # -n: nitpicky, -W: every warning is an error, --keep-going: report them all.
+# tools/preexecute.py runs uncached chapters in parallel into the same cache first.
 book: $(STAMP)
-	$(BIN)/python -m fences.cachekey _build/.jupyter_cache
+	$(BIN)/python -m fences.cachekey _build
+	$(BIN)/python tools/preexecute.py _build/.jupyter_cache
 	$(BIN)/jupyter-book build . -n -W --keep-going
 	@test -f _build/html/index.html
 
@@ -43,6 +46,9 @@ check-site: $(STAMP)
 	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@$(BIN)/python -c "import playwright" 2>/dev/null || $(BIN)/python -m pip install --quiet playwright
 	$(BIN)/python tools/check_site.py _build/html
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench.py
 
 clean:
 	rm -rf _build

@@ -1,12 +1,14 @@
-"""Keep the build's execution cache honest.
+"""Keep the site build's caches honest.
 
 jupyter-cache re-executes a chapter when its code cells or kernelspec
-change, and for nothing else. A page executed under another torch, or with
-another version of ``fences/``, would be served from the cache unchanged.
-This module keys the cache folder on those two as well: when the key
-differs from the one stored beside the cache, the cache is dropped.
+change, and for nothing else; Sphinx re-renders a page when its source
+changes. A page executed under another torch, or with another version of
+``fences/``, would be served unchanged by both. This module keys the build
+folder on those two as well: when the key differs from the one stored in
+the build folder, every cache derived from execution is dropped (the
+execution cache, Sphinx's environment, the rendered and executed pages).
 
-    python -m fences.cachekey _build/.jupyter_cache
+    python -m fences.cachekey _build
 """
 from __future__ import annotations
 
@@ -35,23 +37,35 @@ def key() -> str:
     return " ".join(parts)
 
 
-def refresh(cache: Path) -> bool:
-    """Drop ``cache`` unless it was made under the current key. True if dropped."""
-    stamp = cache.with_name(cache.name + ".key")
+#: What a build folder holds that was derived from executing the chapters.
+DERIVED = (".jupyter_cache", ".doctrees", "html", "jupyter_execute")
+
+
+def refresh(build: Path) -> bool:
+    """Drop what ``build`` derived from execution unless it was made under the current key.
+
+    Returns True when something was dropped.
+    """
+    build = Path(build)
+    stamp = build / ".fences-key"
     current = key()
+    stale = not stamp.exists() or stamp.read_text().strip() != current
     dropped = False
-    if cache.exists() and (not stamp.exists() or stamp.read_text().strip() != current):
-        shutil.rmtree(cache)
-        dropped = True
-    stamp.parent.mkdir(parents=True, exist_ok=True)
+    if stale:
+        for name in DERIVED:
+            if (build / name).exists():
+                shutil.rmtree(build / name)
+                dropped = True
+    build.mkdir(parents=True, exist_ok=True)
     stamp.write_text(current + "\n")
     return dropped
 
 
 def main(argv: list[str]) -> int:
-    cache = Path(argv[0] if argv else "_build/.jupyter_cache")
-    if refresh(cache):
-        print(f"fences.cachekey: {cache} was made under another torch or fences/; dropped")
+    build = Path(argv[0] if argv else "_build")
+    if refresh(build):
+        print(f"fences.cachekey: {build} was made under another torch or fences/; "
+              f"dropped {', '.join(DERIVED)}")
     return 0
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 import sys
 from collections import defaultdict
 from datetime import datetime, timezone
@@ -27,7 +28,14 @@ from nbval.plugin import IPyNbCell, IPyNbFile
 from . import OBSERVE_MARKER, SKIP_MARKER
 from . import chapter as chapters
 
-SNAPSHOT = "import fences.state\nfences.state.snapshot()"
+# The first cell of every chapter: a clean namespace (the kernel may have run
+# another chapter before), then a snapshot of torch's global settings.
+SNAPSHOT = (
+    'get_ipython().run_line_magic("reset", "-f")\n'
+    "import fences.state\n"
+    "fences.state.close_figures()\n"
+    "fences.state.snapshot()"
+)
 CHECK = "fences.state.check()"
 
 
@@ -37,6 +45,12 @@ def pytest_addoption(parser):
         "--fences-results",
         metavar="PATH",
         help="write one JSON record per fence (chapter, cell, line, outcome, reason)",
+    )
+    group.addoption(
+        "--fences-fresh-kernel",
+        action="store_true",
+        help="start a new kernel for every chapter (default: one kernel per session, "
+        "its namespace reset between chapters, replaced when a chapter leaves it unclean)",
     )
     parser.addini("fences_book", "folder of MyST chapters to collect", default="book")
 
@@ -69,8 +83,10 @@ def pytest_sessionstart(session):
                 problems.append(f"{rel} (listed in _toc.yml): {p}")
         if problems:
             raise pytest.UsageError("\n".join(problems))
-    global _records
-    _records = []
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(Recorder(config), "fences-recorder")
 
 
 def pytest_collect_file(file_path: Path, parent):
@@ -80,14 +96,47 @@ def pytest_collect_file(file_path: Path, parent):
     return None
 
 
+SHARED_KERNEL = pytest.StashKey()  # one kernel per pytest session, reused from chapter to chapter
+
+
 class Chapter(IPyNbFile):
-    """One MyST chapter, read with jupytext and run in one kernel."""
+    """One MyST chapter, read with jupytext and run in one kernel.
+
+    By default the kernel is shared with the chapters before it in this
+    process: starting a kernel and importing torch costs seconds, a
+    namespace reset costs nothing. A chapter starts from an empty namespace
+    and the global-state guard checks it leaves torch's settings as it found
+    them. The kernel is replaced when that guard fails, when a cell timed
+    out, or when the kernel died, so a chapter cannot affect the next.
+    ``--fences-fresh-kernel`` starts one kernel per chapter.
+    """
+
+    unclean = False  # set when torch's global state cannot be trusted after this chapter
+
+    def setup(self):
+        if self.config.getoption("--fences-fresh-kernel"):
+            return super().setup()
+        shared = self.config.stash.get(SHARED_KERNEL, None)
+        if shared is not None and shared.is_alive():
+            self.kernel = shared
+            self.setup_sanitize_files()
+        else:
+            super().setup()
+            self.config.stash[SHARED_KERNEL] = self.kernel
+
+    def teardown(self):
+        if self.config.getoption("--fences-fresh-kernel"):
+            return super().teardown()
+        if self.unclean or self.timed_out or not self.kernel.is_alive():
+            super().teardown()  # stops the kernel; the next chapter starts a new one
+            self.config.stash[SHARED_KERNEL] = None
 
     def collect(self):
         try:
             self.nb, lines = chapters.read(self.path)
         except chapters.ChapterError as exc:
-            raise self.CollectError(str(exc)) from None
+            rel = self.path.relative_to(self.config.rootpath).as_posix()
+            raise self.CollectError(str(exc).replace(str(self.path), rel)) from None
         yield Fence.from_parent(
             self, name="setup: snapshot torch global state", cell_num=-1,
             cell=new_code_cell(SNAPSHOT), options=_options(), line=0,
@@ -129,7 +178,12 @@ class Fence(IPyNbCell):
 
     def runtest(self):
         self.user_properties.append(("proves", _first_comment(self.cell.source)))
-        super().runtest()
+        try:
+            super().runtest()
+        except BaseException:
+            if self.cell_num < 0 or self.name.startswith("teardown"):
+                self.parent.unclean = True  # the snapshot or the state guard failed
+            raise
         text = "".join(
             out.get("text", "") for out in self.test_outputs or []
             if out.get("output_type") == "stream"
@@ -151,44 +205,71 @@ class Fence(IPyNbCell):
         return self.path, max(self.line - 1, 0), f"{self.parent.path.name}::{self.name}"
 
 
-def pytest_runtest_logreport(report):
-    """Keep one record per fence: its outcome, what it proves, what it observed."""
-    chapter, _, fence = report.nodeid.partition("::")
-    if _records is None or not chapter.endswith(".md"):
-        return
-    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-        props = dict(report.user_properties)
-        reason = ""
-        if report.skipped and isinstance(report.longrepr, tuple):
-            reason = report.longrepr[2].removeprefix("Skipped: ")
-        elif report.failed and report.longrepr:
-            reason = str(report.longrepr).strip().splitlines()[-1][:300]
-        _records.append({
-            "chapter": chapter, "fence": fence, "outcome": report.outcome, "reason": reason,
-            "proves": props.get("proves", ""), "observed": props.get("observed", {}),
-        })
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-_records: list[dict] | None = None
+class Recorder:
+    """One record per fence (outcome, what it proves, what it observed), for --fences-results.
 
+    Under pytest-xdist the workers' reports reach the controller's hooks
+    too, so only the controller writes the file.
+    """
 
-def pytest_sessionfinish(session, exitstatus):
-    path = session.config.getoption("--fences-results")
-    records = _records
-    if not path or records is None:
-        return
-    import torch
+    def __init__(self, config):
+        self.config = config
+        self.records: list[dict] = []
 
-    from . import torch_build
+    def pytest_runtest_logreport(self, report):
+        chapter, _, fence = report.nodeid.partition("::")
+        if not chapter.endswith(".md"):
+            return
+        if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+            props = dict(report.user_properties)
+            reason, details = "", ""
+            if report.skipped and isinstance(report.longrepr, tuple):
+                reason = report.longrepr[2].removeprefix("Skipped: ")
+            elif report.failed and report.longrepr:
+                details = _ANSI.sub("", str(report.longrepr)).strip()
+                reason = details.splitlines()[-1][:300]
+            self.records.append({
+                "chapter": chapter, "fence": fence, "outcome": report.outcome, "reason": reason,
+                "details": details[-2000:], "proves": props.get("proves", ""),
+                "observed": props.get("observed", {}),
+            })
 
-    out = {
-        "torch": torch.__version__,
-        "build": torch_build(),
-        "cuda": torch.version.cuda,
-        "python": platform.python_version(),
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
-        "exitstatus": int(exitstatus),
-        "fences": records,
-    }
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    def pytest_collectreport(self, report):
+        """A chapter that cannot be collected (no header, forbidden tag) is a failed record too."""
+        if report.failed and report.nodeid.endswith(".md"):
+            details = _ANSI.sub("", str(report.longrepr)).strip()
+            self.records.append({
+                "chapter": report.nodeid, "fence": "collect", "outcome": "failed",
+                "reason": details.splitlines()[-1][:300] if details else "",
+                "details": details[-2000:], "proves": "the chapter can be read and run",
+                "observed": {},
+            })
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        kernel = self.config.stash.get(SHARED_KERNEL, None)
+        if kernel is not None and kernel.is_alive():
+            kernel.stop()
+        path = self.config.getoption("--fences-results")
+        if not path or hasattr(self.config, "workerinput"):
+            return
+        import torch
+
+        from . import torch_build
+
+        order = {r["chapter"]: n for n, r in reversed(list(enumerate(self.records)))}
+        out = {
+            "torch": torch.__version__,
+            "build": torch_build(),
+            "cuda": torch.version.cuda,
+            "python": platform.python_version(),
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+            "exitstatus": int(exitstatus),
+            # stable sort: chapters in first-seen order, a chapter's cells in theirs
+            "fences": sorted(self.records, key=lambda r: order[r["chapter"]]),
+        }
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")

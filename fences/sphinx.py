@@ -9,7 +9,6 @@ Enabled in ``_config.yml`` under ``sphinx: extra_extensions``.
 """
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from sphinx.util import logging
@@ -34,18 +33,36 @@ def _check_source(app, docname: str, source: list[str]) -> None:
 
 
 def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
-    """Offer the executed notebook (myst-nb's jupyter_execute/) as an .ipynb download.
+    """Offer the executed notebook as an .ipynb download.
 
     sphinx-book-theme adds the ".ipynb" entry of its download menu when
     ``ipynb_source`` is in the page context, but sets it itself only when a
     launch button is configured. This runs just before its header buttons.
+
+    myst-nb writes jupyter_execute/<page>.ipynb from the notebook it read,
+    not from the one it merged with the execution cache, so a page served
+    from the cache is written without outputs (myst-nb 1.x). The outputs are
+    merged back here from the same cache, so the download is the executed
+    notebook either way.
     """
     executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
     if not executed.exists():
         return
+    import nbformat
+
+    nb = nbformat.read(executed, as_version=4)
+    if any(c.cell_type == "code" and c.execution_count is None for c in nb.cells):
+        from jupyter_cache import get_cache
+
+        cache = get_cache(app.env.mystnb_config.execution_cache_path)
+        try:
+            _, nb = cache.merge_match_into_notebook(nb)
+        except KeyError:
+            logger.warning(f"no executed notebook in the cache for {pagename}",
+                           location=pagename, type="fences", subtype="download")
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(executed, target)
+    nbformat.write(nb, target)
     context["ipynb_source"] = f"{pagename}.ipynb"
 
 

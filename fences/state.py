@@ -6,6 +6,8 @@ chapter's first cell and fails the chapter if any differs after its last.
 """
 from __future__ import annotations
 
+import os
+
 _snapshot: dict[str, object] | None = None
 
 
@@ -24,7 +26,16 @@ def read() -> dict[str, object]:
             torch.is_deterministic_algorithms_warn_only_enabled(),
         "anomaly detection (torch.is_anomaly_enabled)": torch.is_anomaly_enabled(),
         "number of threads (torch.get_num_threads)": torch.get_num_threads(),
+        "working directory (os.getcwd)": os.getcwd(),
     }
+
+
+def close_figures() -> None:
+    """Close figures a previous chapter left open in this kernel (its names are already reset)."""
+    import sys
+
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")
 
 
 def leaks(before: dict[str, object], after: dict[str, object]) -> list[str]:

@@ -1,9 +1,15 @@
 """The must-fail corpus: chapters that must fail, each for its stated reason.
 
-Each chapter in tests/corpus/ is copied into a fresh book folder and run by
-pytest in a subprocess, with this project's plugin, exactly as `make test`
-runs book/. A `fail_*` chapter must fail with its reason in the output; its
-`pass_*` twin must pass. This proves the suite can fail.
+The chapters in tests/corpus/ are copied into a fresh book folder and run
+by pytest in a subprocess, with this project's plugin, exactly as
+`make test` runs book/. A `fail_*` chapter must fail with its reason in the
+record the plugin writes for it; its `pass_*` twin must pass. This proves
+the suite can fail.
+
+All outcome cases run in one subprocess (one kernel, reused between
+chapters as in `make test`, replaced after each failure), so a failing
+chapter is also shown not to disturb the chapter after it. The cases that
+stop the whole suite (_toc.yml problems) each get their own run.
 """
 from __future__ import annotations
 
@@ -17,114 +23,110 @@ from pathlib import Path
 import pytest
 
 CORPUS = Path(__file__).parent / "corpus"
-ROOT = Path(__file__).resolve().parents[1]
-
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+TIMEOUT = 5  # seconds per cell in the corpus runs: fail_hangs must hit it
 
-PYPROJECT = """[tool.pytest.ini_options]
-addopts = "--nbval-lax --nbval-current-env --nbval-cell-timeout={timeout} -p no:cacheprovider"
+PYPROJECT = f"""[tool.pytest.ini_options]
+addopts = "--nbval-lax --nbval-current-env --nbval-cell-timeout={TIMEOUT} -p no:cacheprovider -p no:xdist"
 """
 
+# failing chapter -> (its passing twin, text the failure must show)
+CASES = {
+    "fail_assert": ("pass_assert", "AssertionError: zeros are not ones"),
+    "fail_raises": ("pass_raises", "expected RuntimeError matching 'must match the size', nothing was raised"),
+    "fail_leaks": ("pass_restores", "default dtype (torch.get_default_dtype): was torch.float32, now torch.float64"),
+    "fail_hangs": ("pass_quick", f"Timeout of {TIMEOUT} seconds exceeded"),
+    "fail_tag": ("pass_assert", "tag 'raises-exception'"),
+    "fail_no_header": ("pass_assert", "book/fail_no_header.md: no jupytext header"),
+}
 
-def run_book(tmp_path: Path, *chapters: str, toc: bool | str = True, timeout: int = 60, args=()):
-    """Lay out a book of corpus chapters in tmp_path and run the suite on it.
 
-    ``toc``: True writes a _toc.yml listing the chapters, False writes none,
-    a string is written as the _toc.yml.
-    """
+def lay_out(tmp_path: Path, chapters, toc: str | None = None) -> Path:
+    """A book of corpus chapters in tmp_path, with this project's plugin enabled."""
     book = tmp_path / "book"
     book.mkdir()
     for name in chapters:
         shutil.copy(CORPUS / f"{name}.md", book / f"{name}.md")
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["fences.pytest_plugin"]\n')
-    (tmp_path / "pyproject.toml").write_text(PYPROJECT.format(timeout=timeout))
-    if isinstance(toc, str):
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    if toc is not None:
         (tmp_path / "_toc.yml").write_text(toc)
-    elif toc:
-        lines = [f"  - file: book/{name}" for name in chapters[1:]]
-        (tmp_path / "_toc.yml").write_text(
-            f"format: jb-book\nroot: book/{chapters[0]}\n"
-            + ("chapters:\n" + "\n".join(lines) + "\n" if lines else "")
-        )
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "book", *args],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )
+    return tmp_path
+
+
+def run_suite(root: Path, *args: str) -> tuple[int, str]:
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "book", *args],
+                          cwd=root, capture_output=True, text=True, timeout=300)
     return proc.returncode, ANSI.sub("", proc.stdout + proc.stderr)
 
 
-# (failing chapter, passing twin, text the failure must show, extra pytest options)
-CASES = {
-    "false assert": ("fail_assert", "pass_assert", "AssertionError: zeros are not ones", 60),
-    "raise claimed, nothing raised": (
-        "fail_raises", "pass_raises",
-        "expected RuntimeError matching 'must match the size', nothing was raised", 60,
-    ),
-    "leaked default dtype": (
-        "fail_leaks", "pass_restores",
-        "default dtype (torch.get_default_dtype): was torch.float32, now torch.float64", 60,
-    ),
-    "hung cell": ("fail_hangs", "pass_quick", "Timeout of 5 seconds exceeded", 5),
-    "raises-exception tag": ("fail_tag", "pass_assert", "tag 'raises-exception'", 60),
-}
+@pytest.fixture(scope="module")
+def corpus_run(tmp_path_factory):
+    """Every corpus chapter in one suite run: (exit code, output, records by chapter)."""
+    root = tmp_path_factory.mktemp("corpus")
+    names = sorted({n for case in CASES.items() for n in (case[0], case[1][0])} | {"pass_needs"})
+    lay_out(root, names)
+    results = root / "results.json"
+    code, out = run_suite(root, "--fences-results", str(results), "--continue-on-collection-errors")
+    by_chapter: dict[str, list[dict]] = {}
+    for rec in json.loads(results.read_text())["fences"]:
+        by_chapter.setdefault(Path(rec["chapter"]).stem, []).append(rec)
+    return code, out, by_chapter
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_must_fail_chapter_fails_for_its_reason(tmp_path, case):
-    failing, _, reason, timeout = CASES[case]
-    code, out = run_book(tmp_path, failing, timeout=timeout)
-    assert code != 0, f"{failing}.md passed but must fail:\n{out}"
-    assert reason in out, f"{failing}.md failed, but not for its reason {reason!r}:\n{out}"
+def test_the_corpus_run_fails(corpus_run):
+    code, out, _ = corpus_run
+    assert code == 1, out
+
+
+@pytest.mark.parametrize("failing", CASES)
+def test_must_fail_chapter_fails_for_its_reason(corpus_run, failing):
+    _, out, by_chapter = corpus_run
+    reason = CASES[failing][1]
+    failed = [r for r in by_chapter.get(failing, []) if r["outcome"] == "failed"]
+    assert failed, f"{failing}.md did not fail:\n{out}"
+    assert any(reason in r["details"] for r in failed), (
+        f"{failing}.md failed, but not for its reason {reason!r}: {failed}")
     assert f"book/{failing}.md" in out, f"the failure does not name the chapter:\n{out}"
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_must_pass_twin_passes(tmp_path, case):
-    _, passing, _, timeout = CASES[case]
-    code, out = run_book(tmp_path, passing, timeout=timeout)
-    assert code == 0, f"{passing}.md must pass:\n{out}"
+@pytest.mark.parametrize("failing", CASES)
+def test_must_pass_twin_passes(corpus_run, failing):
+    _, out, by_chapter = corpus_run
+    twin = CASES[failing][0]
+    records = by_chapter.get(twin, [])
+    assert records and all(r["outcome"] == "passed" for r in records), (twin, records)
 
 
-def test_chapter_in_toc_without_header_stops_the_suite(tmp_path):
-    code, out = run_book(tmp_path, "pass_assert", "fail_no_header")
-    assert code != 0
-    assert "book/fail_no_header.md (listed in _toc.yml): no jupytext header" in out, out
-
-
-def test_chapter_without_header_is_a_collection_error(tmp_path):
-    code, out = run_book(tmp_path, "fail_no_header", toc=False)
-    assert code != 0
-    assert "book/fail_no_header.md: no jupytext header" in out, out
-
-
-def test_toc_entry_that_does_not_exist_stops_the_suite(tmp_path):
-    toc = "format: jb-book\nroot: book/pass_assert\nchapters:\n  - file: book/missing\n"
-    code, out = run_book(tmp_path, "pass_assert", toc=toc)
-    assert code != 0
-    assert "_toc.yml lists book/missing.md, which does not exist" in out, out
-
-
-def test_chapter_missing_from_toc_stops_the_suite(tmp_path):
-    toc = "format: jb-book\nroot: book/pass_assert\n"
-    code, out = run_book(tmp_path, "pass_assert", "pass_quick", toc=toc)
-    assert code != 0
-    assert "book/pass_quick.md is not listed in _toc.yml" in out, out
-
-
-def test_device_gated_fence_is_reported_with_its_outcome(tmp_path):
+def test_device_gated_fence_is_reported_with_its_outcome(corpus_run):
     import torch
 
-    results = tmp_path / "results.json"
-    code, out = run_book(tmp_path, "pass_needs", args=("--fences-results", str(results)))
-    assert code == 0, out
-    records = json.loads(results.read_text())["fences"]
-    gated = [r for r in records if r["fence"].startswith("Cell 0")]
-    assert len(gated) == 1, records
+    _, _, by_chapter = corpus_run
+    gated = [r for r in by_chapter["pass_needs"] if r["fence"].startswith("Cell 0")]
+    assert len(gated) == 1, by_chapter["pass_needs"]
     if torch.cuda.is_available():
         assert gated[0]["outcome"] == "passed", gated
     else:
         assert gated[0]["outcome"] == "skipped", gated
         assert "needs a CUDA GPU" in gated[0]["reason"], gated
+
+
+@pytest.mark.parametrize("toc, chapters, message", [
+    ("format: jb-book\nroot: book/pass_assert\nchapters:\n  - file: book/fail_no_header\n",
+     ["pass_assert", "fail_no_header"],
+     "book/fail_no_header.md (listed in _toc.yml): no jupytext header"),
+    ("format: jb-book\nroot: book/pass_assert\nchapters:\n  - file: book/missing\n",
+     ["pass_assert"], "_toc.yml lists book/missing.md, which does not exist"),
+    ("format: jb-book\nroot: book/pass_assert\n",
+     ["pass_assert", "pass_quick"], "book/pass_quick.md is not listed in _toc.yml"),
+], ids=["listed-without-header", "listed-but-missing", "not-listed"])
+def test_toc_problems_stop_the_suite(pytester, toc, chapters, message):
+    # These stop the session before any kernel starts, so pytest runs in-process.
+    lay_out(pytester.path, chapters, toc)
+    result = pytester.runpytest_inprocess("book", "-p", "no:cacheprovider", "-p", "no:xdist")
+    out = ANSI.sub("", result.stdout.str() + result.stderr.str())
+    assert result.ret != 0, out
+    assert message in out, out
 
 
 def test_site_build_refuses_chapter_without_header(tmp_path):
@@ -135,14 +137,12 @@ def test_site_build_refuses_chapter_without_header(tmp_path):
         "format: jb-book\nroot: index\nchapters:\n  - file: fail_no_header\n"
     )
     (tmp_path / "_config.yml").write_text(
-        "title: corpus\nexecute:\n  execute_notebooks: force\n"
+        "title: corpus\nexecute:\n  execute_notebooks: 'off'\n"
         "sphinx:\n  extra_extensions: [fences.sphinx]\n"
     )
     jb = Path(sys.executable).with_name("jupyter-book")
-    proc = subprocess.run(
-        [str(jb), "build", str(tmp_path), "-W", "-n", "--keep-going"],
-        capture_output=True, text=True, timeout=300,
-    )
+    proc = subprocess.run([str(jb), "build", str(tmp_path), "-W", "-n", "--keep-going"],
+                          capture_output=True, text=True, timeout=300)
     out = ANSI.sub("", proc.stdout + proc.stderr)
     assert proc.returncode != 0, out
     assert "fail_no_header.md: WARNING: no jupytext header" in out, out

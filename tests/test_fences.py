@@ -1,6 +1,7 @@
 """Unit tests of the fences package itself (the chapters are tested via book/)."""
 from __future__ import annotations
 
+import shutil
 import warnings
 from pathlib import Path
 
@@ -194,11 +195,24 @@ def test_cachekey_names_torch_and_fences():
     assert f"torch={torch.__version__}" in key and "fences=" in key
 
 
-def test_cachekey_drops_a_cache_made_under_another_key(tmp_path: Path):
-    cache = tmp_path / ".jupyter_cache"
-    cache.mkdir()
-    assert cachekey.refresh(cache) is True      # no key stored: cannot trust it
-    cache.mkdir()
-    assert cachekey.refresh(cache) is False     # same key: kept
-    (tmp_path / ".jupyter_cache.key").write_text("torch=0.0 fences=old\n")
-    assert cachekey.refresh(cache) is True and not cache.exists()
+def test_cachekey_drops_a_build_made_under_another_key(tmp_path: Path):
+    build = tmp_path / "_build"
+    for name in cachekey.DERIVED:
+        (build / name).mkdir(parents=True)
+    assert cachekey.refresh(build) is True        # no key stored: cannot trust it
+    assert not any((build / n).exists() for n in cachekey.DERIVED)
+    (build / ".jupyter_cache").mkdir()
+    assert cachekey.refresh(build) is False       # same key: kept
+    assert (build / ".jupyter_cache").exists()
+    (build / ".fences-key").write_text("torch=0.0 fences=old\n")
+    assert cachekey.refresh(build) is True and not (build / ".jupyter_cache").exists()
+
+
+def test_cachekey_changes_with_fences_code(tmp_path: Path, monkeypatch):
+    before = cachekey.key()
+    package = tmp_path / "fences"
+    shutil.copytree(cachekey.PACKAGE, package)
+    monkeypatch.setattr(cachekey, "PACKAGE", package)
+    assert cachekey.key() == before
+    (package / "__init__.py").write_text((package / "__init__.py").read_text() + "\n# edited\n")
+    assert cachekey.key() != before

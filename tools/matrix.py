@@ -38,7 +38,7 @@ RELEASES = {
 }
 
 # What the suite needs besides torch (the site build is not run per release).
-SUITE_DEPS = ["numpy>=2", "pytest>=8", "nbval>=0.11", "jupytext>=1.16", "ipykernel>=6",
+SUITE_DEPS = ["numpy>=2", "pytest>=8", "pytest-xdist>=3", "nbval>=0.11", "jupytext>=1.16", "ipykernel>=6",
               "myst-nb>=1", "pyyaml", "matplotlib>=3.8"]
 
 

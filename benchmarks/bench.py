@@ -1,0 +1,131 @@
+"""How fast is the verify loop, against its floor?
+
+    python benchmarks/bench.py [--runs N] [--only floor,test,cold,warm]     (make bench)
+
+Measures on this machine and prints a table (median of N runs each):
+
+- floor: every fence's code executed once, chapter after chapter, in one
+  Python process (one torch import, a fresh namespace per chapter). No
+  kernel, no pytest, no Sphinx: the least work that re-verifies the book.
+- test: `make test` wall time, with .venv already present.
+- cold build: `make book` after removing _build.
+- warm build: `make book` again with nothing changed.
+
+Then the ratios test / floor, cold / floor and warm / cold against their
+targets (1.5, 3 and 0.10).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = ROOT / ".venv" / "bin" / "python"
+TARGETS = {"test / floor": 1.5, "cold build / floor": 3.0, "warm / cold build": 0.10}
+
+FLOOR = r"""
+import os, sys, time
+t0 = time.perf_counter()
+import torch, matplotlib
+matplotlib.use("Agg")
+from fences.chapter import read, toc_files
+from pathlib import Path
+root = Path(sys.argv[1])
+os.chdir(root / "book")
+for path in toc_files(root):
+    nb, _ = read(path)
+    namespace = {"__name__": "__main__"}
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            exec(compile(cell.source, f"{path.name}", "exec"), namespace)
+print(f"FLOOR {time.perf_counter() - t0:.3f}")
+"""
+
+
+def timed(cmd: list[str], **kw) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
+    return time.perf_counter() - start
+
+
+def floor() -> float:
+    """The whole floor process, torch import included, timed from outside."""
+    start = time.perf_counter()
+    out = subprocess.run([str(PYTHON), "-c", FLOOR, str(ROOT)], cwd=ROOT, check=True,
+                         capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"})
+    assert "FLOOR" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+    return time.perf_counter() - start
+
+
+def test() -> float:
+    return timed(["make", "test"])
+
+
+def cold() -> float:
+    shutil.rmtree(ROOT / "_build", ignore_errors=True)
+    return timed(["make", "book"])
+
+
+def warm() -> float:
+    if not (ROOT / "_build" / "html" / "index.html").exists():
+        timed(["make", "book"])
+    return timed(["make", "book"])
+
+
+MEASURES = {"floor": floor, "test": test, "cold": cold, "warm": warm}
+
+
+def machine() -> str:
+    mem = ""
+    try:
+        kb = int(next(l for l in open("/proc/meminfo") if l.startswith("MemTotal")).split()[1])
+        mem = f", {kb / 2**20:.0f} GiB"
+    except (OSError, StopIteration):
+        pass
+    return f"{platform.machine()}, {os.cpu_count()} cores{mem}, Python {platform.python_version()}"
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", default=",".join(MEASURES))
+    args = parser.parse_args(argv)
+    names = args.only.split(",")
+    medians: dict[str, float] = {}
+    for name in names:
+        samples = []
+        for i in range(args.runs):
+            samples.append(MEASURES[name]())
+            print(f"  {name} run {i + 1}: {samples[-1]:.1f} s", flush=True)
+        medians[name] = statistics.median(samples)
+    torch_version = subprocess.run([str(PYTHON), "-c", "import torch; print(torch.__version__)"],
+                                   capture_output=True, text=True).stdout.strip()
+    print(f"\nmachine: {machine()}; torch {torch_version}; median of {args.runs} runs\n")
+    print("| measure | seconds |\n|---|---|")
+    for name, value in medians.items():
+        print(f"| {name} | {value:.1f} |")
+    ratios = {}
+    if "floor" in medians:
+        if "test" in medians:
+            ratios["test / floor"] = medians["test"] / medians["floor"]
+        if "cold" in medians:
+            ratios["cold build / floor"] = medians["cold"] / medians["floor"]
+    if "cold" in medians and "warm" in medians:
+        ratios["warm / cold build"] = medians["warm"] / medians["cold"]
+    if ratios:
+        print("\n| ratio | value | target | met |\n|---|---|---|---|")
+        for name, value in ratios.items():
+            met = "yes" if value <= TARGETS[name] else "NO"
+            print(f"| {name} | {value:.2f} | <= {TARGETS[name]} | {met} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

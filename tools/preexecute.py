@@ -1,0 +1,79 @@
+"""Execute the book's chapters in parallel into the site build's execution cache.
+
+    python tools/preexecute.py [_build/.jupyter_cache]       (run by `make book`)
+
+`jupyter-book build` (myst-nb, execution mode "cache") executes the
+chapters one after another. This script executes the chapters the cache
+does not hold yet, one fresh kernel per chapter, as many at once as there
+are cores, and stores each in the same jupyter-cache the build reads. The
+build then finds every chapter cached and only renders.
+
+What is cached is what myst-nb would have cached: the notebook read by
+myst-nb's own reader (so the cache key, a hash of the code cells and the
+kernelspec, is the one the build looks up), executed by jupyter-cache's
+nbclient helper in the chapter's folder with the build's timeout. A
+chapter that fails is not cached: the build executes it again and reports
+the failing cell. `fences.cachekey` drops the cache when torch or
+`fences/` change, so a cached chapter is never one run under other code.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import yaml
+from jupyter_cache import get_cache
+from jupyter_cache.base import CacheBundleIn
+from jupyter_cache.executors.utils import single_nb_execution
+from myst_nb.core.read import read_myst_markdown_notebook
+from myst_parser.config.main import MdParserConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fences.chapter import toc_files  # noqa: E402
+
+TIMEOUT = yaml.safe_load((ROOT / "_config.yml").read_text())["execute"]["timeout"]
+
+
+def read(path: Path):
+    return read_myst_markdown_notebook(path.read_text(encoding="utf-8"), MdParserConfig(),
+                                       add_source_map=True, path=path)
+
+
+def execute(path: Path):
+    nb = read(path)
+    result = single_nb_execution(nb, cwd=str(path.parent), timeout=TIMEOUT,
+                                 allow_errors=False, meta_override=True)
+    return path, nb, result.err is None, result.time
+
+
+def main(argv: list[str]) -> int:
+    cache = get_cache(argv[0] if argv else ROOT / "_build" / ".jupyter_cache")
+    pending = []
+    for path in toc_files(ROOT):
+        try:
+            cache.match_cache_notebook(read(path))
+        except KeyError:
+            pending.append(path)
+    if not pending:
+        print("preexecute: every chapter is cached")
+        return 0
+    workers = min(len(pending), os.cpu_count() or 1)
+    print(f"preexecute: executing {len(pending)} chapter(s) on {workers} worker(s)", flush=True)
+    with ProcessPoolExecutor(workers) as pool:
+        for path, nb, ok, seconds in pool.map(execute, pending):
+            name = path.relative_to(ROOT)
+            if ok:
+                cache.cache_notebook_bundle(CacheBundleIn(nb, str(path), data={"execution_seconds": seconds}),
+                                            check_validity=False, overwrite=True)
+                print(f"preexecute: {name} executed in {seconds:.1f} s, cached", flush=True)
+            else:
+                print(f"preexecute: {name} FAILED; the build will execute it and report the cell", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
