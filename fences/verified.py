@@ -41,23 +41,32 @@ def ok(run: dict) -> bool:
     return run.get("exitstatus") == 0 and counts(run)["failed"] == 0 and not run.get("error")
 
 
-def summary_rows(runs: list[dict]) -> list[tuple]:
+def summary_html(runs: list[dict]) -> str:
+    """One row per release: build, date, counts, and a green or red status cell."""
     rows = []
     for run in runs:
         c = counts(run)
-        status = "green" if ok(run) else "RED"
-        rows.append((label(run), run.get("build", ""), run.get("date", ""), c["passed"],
-                     c["failed"], c["skipped"], status, run.get("error", "")))
-    return rows
+        css, status = ("tf-pass", "green") if ok(run) else ("tf-fail", "RED")
+        cells = [label(run), run.get("build", ""), run.get("date", ""), c["passed"], c["failed"],
+                 c["skipped"]]
+        rows.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in cells)
+                    + f'<td class="{css}" title="{html.escape(run.get("error", ""))}">{status}</td></tr>')
+    head = "".join(f"<th>{h}</th>" for h in
+                   ("release", "build", "date", "passed", "failed", "skipped", "status"))
+    return f'<table class="tf-matrix"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def fence_grid(runs: list[dict]) -> dict[str, dict[str, dict[str, dict]]]:
-    """chapter -> fence -> release label -> record (fences in first-seen order)."""
-    grid: dict[str, dict[str, dict[str, dict]]] = {}
+def fence_grid(runs: list[dict], chapters: list[str] | None = None) -> dict[str, dict[str, dict[str, dict]]]:
+    """chapter -> fence -> release label -> record.
+
+    Chapters in the order of ``chapters`` (e.g. the table of contents) when
+    given, others after them; fences in first-seen order.
+    """
+    grid: dict[str, dict[str, dict[str, dict]]] = {c: {} for c in chapters or []}
     for run in runs:
         for rec in run.get("fences", []):
             grid.setdefault(rec["chapter"], {}).setdefault(rec["fence"], {})[label(run)] = rec
-    return grid
+    return {c: fences for c, fences in grid.items() if fences}
 
 
 def grid_html(runs: list[dict], chapter: str) -> str:
@@ -79,10 +88,11 @@ def grid_html(runs: list[dict], chapter: str) -> str:
 
 
 def differences(runs: list[dict]) -> list[tuple[str, str, str, dict[str, str]]]:
-    """Behaviour that differs between releases: (kind, chapter, fence/name, values by release).
+    """Behaviour that differs between releases: (name, chapter, fence, value by release).
 
     Two kinds: a value recorded with ``fences.observe`` that is not the same
-    on every release, and a fence whose outcome is not the same everywhere.
+    on every release (name: the observed name), and a fence whose outcome is
+    not the same everywhere (name: "outcome").
     """
     out = []
     for chapter, fences in fence_grid(runs).items():
@@ -97,3 +107,19 @@ def differences(runs: list[dict]) -> list[tuple[str, str, str, dict[str, str]]]:
                 if len(set(values.values())) > 1:
                     out.append((name, chapter, fence, values))
     return out
+
+
+def differences_html(runs: list[dict]) -> str:
+    """The differences as a table with one column per release."""
+    head = "".join(f"<th>{html.escape(label(r))}</th>" for r in runs)
+    proves = {(rec["chapter"], rec["fence"]): rec.get("proves", "")
+              for run in runs for rec in run.get("fences", [])}
+    rows = []
+    for name, chapter, fence, values in differences(runs):
+        where = f"{Path(chapter).stem}, {fence}"
+        what = proves.get((chapter, fence), "")
+        cells = "".join(f"<td>{html.escape(str(values.get(label(r), '(not run)')))}</td>" for r in runs)
+        rows.append(f'<tr><td><code>{html.escape(name)}</code></td>'
+                    f'<td title="{html.escape(what)}">{html.escape(where)}</td>{cells}</tr>')
+    return (f'<table class="tf-matrix"><thead><tr><th>behaviour</th><th>shown by</th>{head}'
+            f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")

@@ -30,8 +30,9 @@ def test_a_fence_false_on_one_release_is_red_there_only():
     table = verified.grid_html(runs, "book/a.md")
     row = table.split("<tr>")[-1]
     assert '<td class="tf-pass" title="">pass</td><td class="tf-fail" title="AssertionError: boom">FAIL</td>' in row
-    statuses = {r[0]: r[6] for r in verified.summary_rows(runs)}
-    assert statuses == {"2.8.0": "green", "2.13.0": "RED"}
+    summary = verified.summary_html(runs)
+    assert '<td class="tf-pass" title="">green</td>' in summary.split("<tr>")[2]
+    assert '<td class="tf-fail" title="">RED</td>' in summary.split("<tr>")[3]
     assert ("outcome", "book/a.md", "Cell 1 (line 1)", {"2.8.0": "passed", "2.13.0": "failed"}) in verified.differences(runs)
 
 
@@ -51,3 +52,17 @@ def test_a_missing_fence_is_marked_not_run():
 def test_an_install_failure_is_red():
     broken = {"release": "2.15.0", "torch": None, "exitstatus": 1, "error": "install failed", "fences": []}
     assert not verified.ok(broken)
+
+
+def test_grid_follows_the_given_chapter_order():
+    runs = [{"release": "x", "fences": [
+        {"chapter": "book/b.md", "fence": "f", "outcome": "passed"},
+        {"chapter": "book/a.md", "fence": "f", "outcome": "passed"}]}]
+    assert list(verified.fence_grid(runs, ["book/a.md", "book/b.md"])) == ["book/a.md", "book/b.md"]
+
+
+def test_differences_table_has_a_column_per_release():
+    runs = [run("2.13.0+cpu", ["passed"], {"acc": "None"}), run("2.14.1", ["passed"], {"acc": "cuda"})]
+    table = verified.differences_html(runs)
+    assert "<th>2.13.0+cpu</th><th>2.14.1</th>" in table
+    assert "<td>None</td><td>cuda</td>" in table

@@ -54,9 +54,10 @@ def ensure_venv(name: str) -> Path:
     wanted = json.dumps([requirement, SUITE_DEPS])
     if stamp.exists() and stamp.read_text() == wanted:
         return venv
-    if venv.exists():
-        shutil.rmtree(venv)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    if not (venv / "bin" / "python").exists():
+        if venv.exists():
+            shutil.rmtree(venv)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
     subprocess.run(pip + ["--upgrade", "pip"], check=True)
     print(f"[matrix] installing {requirement} into {venv}", flush=True)
