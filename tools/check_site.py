@@ -7,6 +7,10 @@ title names the page, no error/traceback/stderr output, every glued value
 rendered, no console error, the .ipynb download offered. Then searches for
 "stride" and expects the views chapter among the results. Saves one
 screenshot per page under _build/screenshots/. Exits 1 on any failure.
+
+First it checks itself: a good page must pass, and a page with a
+traceback, an empty glued value, a console error and no download must
+fail for each of them.
 """
 from __future__ import annotations
 
@@ -73,7 +77,8 @@ def check_page(page, url: str, pagename: str) -> list[str]:
         problems.append("no .ipynb download link")
     problems += [f"console: {c}" for c in console]
     SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{pagename.replace('/', '_')}.png"), full_page=False)
+    if not pagename.startswith(("good", "bad")):
+        page.screenshot(path=str(SHOTS / f"{pagename.replace('/', '_')}.png"), full_page=False)
     return problems
 
 
@@ -92,6 +97,43 @@ def check_search(page, url: str) -> list[str]:
     return []
 
 
+GOOD = """<html><head><title>Good page &#8212; Tensor Fences</title><link rel="icon" href="data:,"></head><body><main>
+<h1>Good page</h1><p>value <span class="pasted-text">42</span></p>
+<a href="good.ipynb">.ipynb</a></main></body></html>"""
+BAD = """<html><head><title>Bad page &#8212; Tensor Fences</title><link rel="icon" href="data:,"></head><body><main>
+<h1>Bad page</h1><p>value <span class="pasted-text"></span></p>
+<div class="output traceback"><pre>Traceback (most recent call last): AssertionError</pre></div>
+<script>console.error("boom")</script></main></body></html>"""
+
+
+def self_test(browser) -> list[str]:
+    """The checker must pass a good page and fail a page with each defect it looks for."""
+    import tempfile
+
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in (("good", GOOD), ("bad", BAD)):
+            Path(tmp, f"{name}.html").write_text(text)
+        Path(tmp, "good.ipynb").write_text("{}")
+        server, url = serve(Path(tmp))
+        try:
+            for name, expected in (("good", []), ("bad", ["traceback output", "Traceback (most recent",
+                                                          "rendered empty", "no .ipynb download",
+                                                          "console: boom"])):
+                page = browser.new_page()
+                problems = check_page(page, url, name)
+                page.close()
+                text = "\n".join(problems)
+                if not expected and problems:
+                    failures.append(f"self-test: a good page was failed: {problems}")
+                for e in expected:
+                    if e not in text:
+                        failures.append(f"self-test: the bad page was not failed for {e!r}: {problems}")
+        finally:
+            server.shutdown()
+    return failures
+
+
 def main(argv: list[str]) -> int:
     from playwright.sync_api import sync_playwright
 
@@ -105,6 +147,10 @@ def main(argv: list[str]) -> int:
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            broken = self_test(browser)
+            print("ok   self-test: the checker fails a page with each defect" if not broken else
+                  "FAIL self-test\n     - " + "\n     - ".join(broken))
+            failures += bool(broken)
             for name in pages:
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
                 problems = check_page(page, url, name)
@@ -122,7 +168,7 @@ def main(argv: list[str]) -> int:
             browser.close()
     finally:
         server.shutdown()
-    print(f"check-site: {len(pages) + 1 - failures} passed, {failures} failed; screenshots in {SHOTS}")
+    print(f"check-site: {len(pages) + 2 - failures} passed, {failures} failed; screenshots in {SHOTS}")
     return 1 if failures else 0
 
 
