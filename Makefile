@@ -26,14 +26,28 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet $(TORCH) -e .
 	@touch $@
 
-# The execution cache is dropped when torch or fences/ changed (fences/cachekey.py).
+# What the site is made from. With none of it newer than the last good build,
+# `make book` has nothing to do. The torch install and the venv's package
+# folder count too: upgrading torch, numpy or myst-nb makes the site stale.
+SITE   := _build/html/index.html
+INPUTS := _config.yml _toc.yml $(wildcard book/*.md fences/*.py results/*.json _static/*) \
+          tools/preexecute.py $(wildcard $(VENV)/lib/python3*/site-packages) \
+          $(wildcard $(VENV)/lib/python3*/site-packages/torch/version.py)
+
+book: $(SITE)
+
+# A build that fails leaves no index.html behind, so nothing half-built passes for done.
+.DELETE_ON_ERROR:
+
+# fences.cachekey drops what _build derived from execution when torch, the
+# installed packages or fences/ changed; tools/preexecute.py then runs the
+# uncached chapters in parallel into the cache that jupyter-book reads.
 # -n: nitpicky, -W: every warning is an error, --keep-going: report them all.
-# tools/preexecute.py runs uncached chapters in parallel into the same cache first.
-book: $(STAMP)
+$(SITE): $(STAMP) $(INPUTS)
 	$(BIN)/python -m fences.cachekey _build
 	$(BIN)/python tools/preexecute.py _build/.jupyter_cache
 	$(BIN)/jupyter-book build . -n -W --keep-going
-	@test -f _build/html/index.html
+	@test -f $@ && touch $@
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -13,6 +13,7 @@ execution cache, Sphinx's environment, the rendered and executed pages).
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import shutil
 import sys
 from pathlib import Path
@@ -21,18 +22,22 @@ PACKAGE = Path(__file__).resolve().parent
 
 
 def key() -> str:
-    """torch version and build, Python version, and a hash of every file in fences/."""
+    """torch version and build, Python version, a hash of every file in fences/,
+    and a hash of every installed distribution's name and version."""
     import torch
 
     digest = hashlib.sha256()
     for path in sorted(PACKAGE.rglob("*.py")):
         digest.update(path.relative_to(PACKAGE).as_posix().encode())
         digest.update(path.read_bytes())
+    # Every installed distribution and its version (numpy, myst-nb, ...): outputs depend on them too.
+    dists = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions())
     parts = [
         f"torch={torch.__version__}",
         f"cuda={torch.version.cuda}",
         f"python={sys.version_info.major}.{sys.version_info.minor}",
         f"fences={digest.hexdigest()[:16]}",
+        f"env={hashlib.sha256(chr(10).join(dists).encode()).hexdigest()[:16]}",
     ]
     return " ".join(parts)
 
