@@ -13,18 +13,24 @@ stop the whole suite (_toc.yml problems) each get their own run.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from fences import cachekey
+
 CORPUS = Path(__file__).parent / "corpus"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 TIMEOUT = 5  # seconds per cell in the corpus runs: fail_hangs must hit it
+PROOF = "fences/corpus-proof"
 
 PYPROJECT = f"""[tool.pytest.ini_options]
 addopts = "--nbval-lax --nbval-current-env --nbval-cell-timeout={TIMEOUT} -p no:cacheprovider -p no:xdist"
@@ -60,9 +66,30 @@ def run_suite(root: Path, *args: str) -> tuple[int, str]:
     return proc.returncode, ANSI.sub("", proc.stdout + proc.stderr)
 
 
+def proof_key() -> str:
+    """What the corpus run's outcome depends on: the plugin (fences/), torch, every installed
+    package (fences.cachekey), and the corpus and this file."""
+    digest = hashlib.sha256(cachekey.key().encode())
+    for path in sorted(CORPUS.glob("*.md")) + [Path(__file__)]:
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
 @pytest.fixture(scope="module")
-def corpus_run(tmp_path_factory):
-    """Every corpus chapter in one suite run: (exit code, output, records by chapter)."""
+def corpus_run(request, tmp_path_factory):
+    """Every corpus chapter in one suite run: (exit code, output, records by chapter).
+
+    The run proves the plugin fails what it must. Its outcome is a function of
+    ``proof_key()``, so a proof made under the same key is reused (from pytest's
+    cache, .pytest_cache/) instead of spending a kernel per failing chapter again;
+    set FENCES_RERUN_CORPUS=1 to run it regardless. A clean clone always runs it.
+    The terminal summary says which happened.
+    """
+    key = proof_key()
+    cached = request.config.cache.get(PROOF, None)
+    if cached and cached.get("key") == key and not os.environ.get("FENCES_RERUN_CORPUS"):
+        request.config.cache.set(PROOF + "-used", f"reused the proof made on {cached['date']}")
+        return cached["code"], cached["out"], cached["by_chapter"]
     root = tmp_path_factory.mktemp("corpus")
     names = sorted({n for case in CASES.items() for n in (case[0], case[1][0])} | {"pass_needs"})
     lay_out(root, names)
@@ -71,6 +98,9 @@ def corpus_run(tmp_path_factory):
     by_chapter: dict[str, list[dict]] = {}
     for rec in json.loads(results.read_text())["fences"]:
         by_chapter.setdefault(Path(rec["chapter"]).stem, []).append(rec)
+    request.config.cache.set(PROOF, {"key": key, "date": time.strftime("%Y-%m-%d %H:%M"),
+                                     "code": code, "out": out, "by_chapter": by_chapter})
+    request.config.cache.set(PROOF + "-used", "ran the corpus in this session")
     return code, out, by_chapter
 
 
