@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import importlib.util
 import shutil
 import sys
 from pathlib import Path
@@ -22,19 +23,25 @@ PACKAGE = Path(__file__).resolve().parent
 
 
 def key() -> str:
-    """torch version and build, Python version, a hash of every file in fences/,
-    and a hash of every installed distribution's name and version."""
-    import torch
+    """torch's version and build, Python's version, a hash of every file in fences/,
+    and a hash of every installed distribution's name and version.
 
+    torch is not imported (that costs seconds): its version file, which names the
+    release, the git commit and the CUDA/ROCm version it was built for, is hashed.
+    """
     digest = hashlib.sha256()
     for path in sorted(PACKAGE.rglob("*.py")):
         digest.update(path.relative_to(PACKAGE).as_posix().encode())
         digest.update(path.read_bytes())
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        raise SystemExit("fences.cachekey: torch is not installed")
+    torch_build = (Path(spec.origin).parent / "version.py").read_bytes()
     # Every installed distribution and its version (numpy, myst-nb, ...): outputs depend on them too.
     dists = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions())
     parts = [
-        f"torch={torch.__version__}",
-        f"cuda={torch.version.cuda}",
+        f"torch={importlib.metadata.version('torch')}",
+        f"torch-build={hashlib.sha256(torch_build).hexdigest()[:16]}",
         f"python={sys.version_info.major}.{sys.version_info.minor}",
         f"fences={digest.hexdigest()[:16]}",
         f"env={hashlib.sha256(chr(10).join(dists).encode()).hexdigest()[:16]}",

@@ -9,7 +9,11 @@ the suite can fail.
 All outcome cases run in one subprocess (one kernel, reused between
 chapters as in `make test`, replaced after each failure), so a failing
 chapter is also shown not to disturb the chapter after it. The cases that
-stop the whole suite (_toc.yml problems) each get their own run.
+stop the whole suite (_toc.yml problems) each get their own in-process run.
+
+The subprocess runs are proofs about fences/ under this torch and these
+packages: under an unchanged key (``proof_key``) their recorded outcome is
+reused; see ``proven``.
 """
 from __future__ import annotations
 
@@ -75,33 +79,40 @@ def proof_key() -> str:
     return digest.hexdigest()
 
 
-@pytest.fixture(scope="module")
-def corpus_run(request, tmp_path_factory):
-    """Every corpus chapter in one suite run: (exit code, output, records by chapter).
+def proven(request, name: str, run):
+    """``run()``'s result, or the result of an earlier run made under the same ``proof_key()``.
 
-    The run proves the plugin fails what it must. Its outcome is a function of
-    ``proof_key()``, so a proof made under the same key is reused (from pytest's
-    cache, .pytest_cache/) instead of spending a kernel per failing chapter again;
-    set FENCES_RERUN_CORPUS=1 to run it regardless. A clean clone always runs it.
-    The terminal summary says which happened.
+    A proof's outcome is a function of that key, so one made under it is reused
+    (from pytest's cache, .pytest_cache/) instead of spending kernels and a site
+    build again; FENCES_RERUN_CORPUS=1 runs it regardless, and a clean clone
+    always runs it. The terminal summary says which happened.
     """
-    key = proof_key()
-    cached = request.config.cache.get(PROOF, None)
+    key, entry = proof_key(), f"{PROOF}-{name}"
+    cached = request.config.cache.get(entry, None)
     if cached and cached.get("key") == key and not os.environ.get("FENCES_RERUN_CORPUS"):
         request.config.cache.set(PROOF + "-used", f"reused the proof made on {cached['date']}")
-        return cached["code"], cached["out"], cached["by_chapter"]
-    root = tmp_path_factory.mktemp("corpus")
-    names = sorted({n for case in CASES.items() for n in (case[0], case[1][0])} | {"pass_needs"})
-    lay_out(root, names)
-    results = root / "results.json"
-    code, out = run_suite(root, "--fences-results", str(results), "--continue-on-collection-errors")
-    by_chapter: dict[str, list[dict]] = {}
-    for rec in json.loads(results.read_text())["fences"]:
-        by_chapter.setdefault(Path(rec["chapter"]).stem, []).append(rec)
-    request.config.cache.set(PROOF, {"key": key, "date": time.strftime("%Y-%m-%d %H:%M"),
-                                     "code": code, "out": out, "by_chapter": by_chapter})
+        return cached["result"]
+    result = run()
+    request.config.cache.set(entry, {"key": key, "date": time.strftime("%Y-%m-%d %H:%M"), "result": result})
     request.config.cache.set(PROOF + "-used", "ran the corpus in this session")
-    return code, out, by_chapter
+    return result
+
+
+@pytest.fixture(scope="module")
+def corpus_run(request, tmp_path_factory):
+    """Every corpus chapter in one suite run: (exit code, output, records by chapter)."""
+    def run():
+        root = tmp_path_factory.mktemp("corpus")
+        names = sorted({n for case in CASES.items() for n in (case[0], case[1][0])} | {"pass_needs"})
+        lay_out(root, names)
+        results = root / "results.json"
+        code, out = run_suite(root, "--fences-results", str(results), "--continue-on-collection-errors")
+        by_chapter: dict[str, list[dict]] = {}
+        for rec in json.loads(results.read_text())["fences"]:
+            by_chapter.setdefault(Path(rec["chapter"]).stem, []).append(rec)
+        return code, out, by_chapter
+
+    return proven(request, "chapters", run)
 
 
 def test_the_corpus_run_fails(corpus_run):
@@ -159,20 +170,23 @@ def test_toc_problems_stop_the_suite(pytester, toc, chapters, message):
     assert message in out, out
 
 
-def test_site_build_refuses_chapter_without_header(tmp_path):
+def test_site_build_refuses_chapter_without_header(request, tmp_path):
     """The same missing header stops `jupyter-book build -W` too, naming the file."""
-    shutil.copy(CORPUS / "pass_assert.md", tmp_path / "index.md")
-    shutil.copy(CORPUS / "fail_no_header.md", tmp_path / "fail_no_header.md")
-    (tmp_path / "_toc.yml").write_text(
-        "format: jb-book\nroot: index\nchapters:\n  - file: fail_no_header\n"
-    )
-    (tmp_path / "_config.yml").write_text(
-        "title: corpus\nexecute:\n  execute_notebooks: 'off'\n"
-        "sphinx:\n  extra_extensions: [fences.sphinx]\n"
-    )
-    jb = Path(sys.executable).with_name("jupyter-book")
-    proc = subprocess.run([str(jb), "build", str(tmp_path), "-W", "-n", "--keep-going"],
-                          capture_output=True, text=True, timeout=300)
-    out = ANSI.sub("", proc.stdout + proc.stderr)
-    assert proc.returncode != 0, out
+    def run():
+        shutil.copy(CORPUS / "pass_assert.md", tmp_path / "index.md")
+        shutil.copy(CORPUS / "fail_no_header.md", tmp_path / "fail_no_header.md")
+        (tmp_path / "_toc.yml").write_text(
+            "format: jb-book\nroot: index\nchapters:\n  - file: fail_no_header\n"
+        )
+        (tmp_path / "_config.yml").write_text(
+            "title: corpus\nexecute:\n  execute_notebooks: 'off'\n"
+            "sphinx:\n  extra_extensions: [fences.sphinx]\n"
+        )
+        jb = Path(sys.executable).with_name("jupyter-book")
+        proc = subprocess.run([str(jb), "build", str(tmp_path), "-W", "-n", "--keep-going"],
+                              capture_output=True, text=True, timeout=300)
+        return proc.returncode, ANSI.sub("", proc.stdout + proc.stderr)
+
+    code, out = proven(request, "site-build", run)
+    assert code != 0, out
     assert "fail_no_header.md: WARNING: no jupytext header" in out, out
