@@ -1,0 +1,97 @@
+"""The build's execution cache re-executes a chapter when, and only when, it must.
+
+Three triggers (issue: fast verification): the chapter's source, the torch
+version or build, and the code in fences/. jupyter-cache covers the first
+(its key hashes the code cells); fences.cachekey covers the other two by
+dropping the cache when its key changes.
+"""
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.metadata
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+from jupyter_cache import get_cache
+from jupyter_cache.base import CacheBundleIn
+
+from fences import cachekey
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import preexecute  # noqa: E402
+
+CHAPTER = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+
+# A chapter
+
+```{code-cell} ipython3
+x = 1
+```
+"""
+
+
+def cache_with(tmp_path: Path, text: str):
+    """A jupyter-cache holding ``text`` as if executed, as the build would read it."""
+    chapter = tmp_path / "chapter.md"
+    chapter.write_text(text)
+    nb = preexecute.read(chapter)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.execution_count, cell.outputs = 1, []
+    cache = get_cache(tmp_path / ".jupyter_cache")
+    cache.cache_notebook_bundle(CacheBundleIn(nb, str(chapter)), check_validity=False, overwrite=True)
+    return cache, chapter
+
+
+def test_an_unchanged_chapter_is_served_from_the_cache(tmp_path):
+    cache, chapter = cache_with(tmp_path, CHAPTER)
+    assert cache.match_cache_notebook(preexecute.read(chapter)) is not None
+
+
+def test_a_changed_chapter_is_executed_again(tmp_path):
+    cache, chapter = cache_with(tmp_path, CHAPTER)
+    chapter.write_text(CHAPTER.replace("x = 1", "x = 2"))
+    with pytest.raises(KeyError):
+        cache.match_cache_notebook(preexecute.read(chapter))
+
+
+def test_another_torch_release_changes_the_key(monkeypatch):
+    before = cachekey.key()
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda name: "9.9.9" if name == "torch" else real(name))
+    assert cachekey.key() != before
+
+
+def test_another_torch_build_changes_the_key(tmp_path, monkeypatch):
+    """Same release, other build (CPU vs CUDA): torch/version.py differs."""
+    before = cachekey.key()
+    fake = tmp_path / "torch"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("")
+    (fake / "version.py").write_text("__version__ = '2.13.0'\ncuda = '13.0'\n")
+    spec = importlib.machinery.ModuleSpec("torch", None, origin=str(fake / "__init__.py"))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: spec if name == "torch" else real(name, *a))
+    assert cachekey.key() != before
+
+
+def test_a_changed_key_drops_the_build(tmp_path, monkeypatch):
+    build = tmp_path / "_build"
+    cachekey.refresh(build)
+    (build / ".jupyter_cache").mkdir()
+    monkeypatch.setattr(cachekey, "key", lambda: "torch=another")
+    assert cachekey.refresh(build) is True
+    assert not (build / ".jupyter_cache").exists()
