@@ -33,7 +33,7 @@ from myst_parser.config.main import MdParserConfig
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fences.chapter import toc_files  # noqa: E402
+from fences.chapter import header_problems, toc_files  # noqa: E402
 
 TIMEOUT = yaml.safe_load((ROOT / "_config.yml").read_text())["execute"]["timeout"]
 
@@ -54,6 +54,8 @@ def main(argv: list[str]) -> int:
     cache = get_cache(argv[0] if argv else ROOT / "_build" / ".jupyter_cache")
     pending = []
     for path in toc_files(ROOT):
+        if not path.exists() or header_problems(path.read_text(encoding="utf-8")):
+            continue  # the build refuses it, naming the file
         try:
             cache.match_cache_notebook(read(path))
         except KeyError:
