@@ -30,7 +30,9 @@ VENVS = Path(os.environ.get("TF_VENVS", Path.home() / ".cache" / "tensor-fences"
 # name -> (pip requirement, environment for pip, what it exercises)
 RELEASES = {
     "2.8.0": ("torch==2.8.0", {}, "the release the oldest source material was written against (CUDA build from PyPI)"),
-    "2.13.0+cpu": ("torch==2.13.0", {}, "the reference build: CPU wheel, the one `make test` uses"),
+    # The local version label pins the CPU build: this machine has that wheel on disk;
+    # elsewhere it comes from PyTorch's CPU index (PIP_EXTRA_INDEX_URL, see the workflow).
+    "2.13.0+cpu": ("torch==2.13.0+cpu", {}, "the reference build: CPU wheel, the one `make test` uses"),
     "2.14.1": ("torch==2.14.1", {}, "a CUDA build on a machine with no GPU"),
     # This machine caps pip at torch<=2.14.1 through a constraint file in its
     # pip config; an empty constraint file lifts the cap for this one install.
