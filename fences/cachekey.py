@@ -20,11 +20,12 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
+DATA = PACKAGE.parent / "results"  # the release matrix's results, read by book/verified.md
 
 
-def key() -> str:
+def key(data: bool = True) -> str:
     """torch's version and build, Python's version, a hash of every file in fences/,
-    and a hash of every installed distribution's name and version.
+    of every installed distribution's name and version, and (``data``) of results/*.json.
 
     torch is not imported (that costs seconds): its version file, which names the
     release, the git commit and the CUDA/ROCm version it was built for, is hashed.
@@ -33,6 +34,10 @@ def key() -> str:
     for path in sorted(PACKAGE.rglob("*.py")):
         digest.update(path.relative_to(PACKAGE).as_posix().encode())
         digest.update(path.read_bytes())
+    # Data a page reads: neither Sphinx nor jupyter-cache sees it change.
+    results = hashlib.sha256()
+    for path in sorted(DATA.glob("*.json")):
+        results.update(path.name.encode() + path.read_bytes())
     spec = importlib.util.find_spec("torch")
     if spec is None or spec.origin is None:
         raise SystemExit("fences.cachekey: torch is not installed")
@@ -46,6 +51,8 @@ def key() -> str:
         f"fences={digest.hexdigest()[:16]}",
         f"env={hashlib.sha256(chr(10).join(dists).encode()).hexdigest()[:16]}",
     ]
+    if data:
+        parts.append(f"results={results.hexdigest()[:16]}")
     return " ".join(parts)
 
 

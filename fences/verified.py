@@ -82,6 +82,7 @@ def grid_html(runs: list[dict], chapter: str) -> str:
             css, text = SYMBOL[rec["outcome"] if rec else None]
             title = html.escape(rec.get("reason", "") if rec else "not in this release's results")
             cells.append(f'<td class="{css}" title="{title}">{text}</td>')
+        proves = proves.removeprefix("Proves:").strip()
         rows.append(f"<tr><td>{html.escape(fence)}</td><td>{html.escape(proves)}</td>{''.join(cells)}</tr>")
     return (f'<table class="tf-matrix"><thead><tr><th>fence</th><th>what it proves</th>{head}'
             f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
@@ -116,10 +117,10 @@ def differences_html(runs: list[dict]) -> str:
               for run in runs for rec in run.get("fences", [])}
     rows = []
     for name, chapter, fence, values in differences(runs):
-        where = f"{Path(chapter).stem}, {fence}"
-        what = proves.get((chapter, fence), "")
+        what = proves.get((chapter, fence), "").removeprefix("Proves:").strip() or fence
         cells = "".join(f"<td>{html.escape(str(values.get(label(r), '(not run)')))}</td>" for r in runs)
         rows.append(f'<tr><td><code>{html.escape(name)}</code></td>'
-                    f'<td title="{html.escape(what)}">{html.escape(where)}</td>{cells}</tr>')
+                    f'<td title="{html.escape(fence)}"><b>{html.escape(Path(chapter).stem)}</b>: '
+                    f"{html.escape(what)}</td>{cells}</tr>")
     return (f'<table class="tf-matrix"><thead><tr><th>behaviour</th><th>shown by</th>{head}'
             f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
