@@ -1,9 +1,12 @@
-"""Sphinx extension: the site refuses what the test suite refuses.
+"""Sphinx extension for the book's site.
 
-Every page of the book must be a jupytext MyST notebook (or myst-nb would
-render it without executing anything) and must not carry a tag that lets a
-cell pass without raising. Each problem is a warning naming the file, so
-``jupyter-book build -W`` fails on it.
+- The site refuses what the test suite refuses: every page must be a
+  jupytext MyST notebook (or myst-nb would render it without executing
+  anything) and must not carry a tag that lets a cell pass without
+  raising. Each problem is a warning naming the file, so
+  ``jupyter-book build -W`` fails on it.
+- Every page offers its executed notebook as an ``.ipynb`` download.
+- Scripts that Jupyter Book 1.x includes twice are included once.
 
 Enabled in ``_config.yml`` under ``sphinx: extra_extensions``.
 """
