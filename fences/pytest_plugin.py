@@ -139,7 +139,7 @@ class Chapter(IPyNbFile):
             raise self.CollectError(str(exc).replace(str(self.path), rel)) from None
         yield Fence.from_parent(
             self, name="setup: snapshot torch global state", cell_num=-1,
-            cell=new_code_cell(SNAPSHOT), options=_options(), line=0,
+            cell=new_code_cell(SNAPSHOT), options=_options(), line=0, guard=True,
         )
         code = [c for c in self.nb.cells if c.cell_type == "code"]
         for index, (cell, line) in enumerate(zip(code, lines)):
@@ -149,18 +149,18 @@ class Chapter(IPyNbFile):
             )
         yield Fence.from_parent(
             self, name="teardown: torch global state restored", cell_num=len(code),
-            cell=new_code_cell(CHECK), options=_options(), line=0,
+            cell=new_code_cell(CHECK), options=_options(), line=0, guard=True,
         )
 
     def repr_failure(self, excinfo, style=None):
         return str(excinfo.value)
 
 
-def _first_comment(source: str) -> str:
-    """The fence's first comment line (by convention "# Proves: ..."), without the '#'."""
+def _claim(source: str) -> str:
+    """What a fence proves: its first comment line, without '#' and the "Proves:" label."""
     for line in source.splitlines():
         if line.strip().startswith("#"):
-            return line.strip().lstrip("#").strip()
+            return line.strip().lstrip("#").strip().removeprefix("Proves:").strip()
     return ""
 
 
@@ -172,17 +172,18 @@ def _options():
 class Fence(IPyNbCell):
     """One code cell of a chapter."""
 
-    def __init__(self, name, parent, cell_num, cell, options, line):
+    def __init__(self, name, parent, cell_num, cell, options, line, guard=False):
         super().__init__(name, parent, cell_num, cell, options)
         self.line = line
+        self.guard = guard  # the snapshot before a chapter or the state check after it
 
     def runtest(self):
-        self.user_properties.append(("proves", _first_comment(self.cell.source)))
+        self.user_properties.append(("proves", _claim(self.cell.source)))
         try:
             super().runtest()
         except BaseException:
-            if self.cell_num < 0 or self.name.startswith("teardown"):
-                self.parent.unclean = True  # the snapshot or the state guard failed
+            if self.guard:
+                self.parent.unclean = True  # torch's global state cannot be trusted now
             raise
         text = "".join(
             out.get("text", "") for out in self.test_outputs or []

@@ -69,9 +69,8 @@ def fence_grid(runs: list[dict], chapters: list[str] | None = None) -> dict[str,
     return {c: fences for c, fences in grid.items() if fences}
 
 
-def grid_html(runs: list[dict], chapter: str) -> str:
-    """One chapter's fences × releases as an HTML table, failures in red."""
-    fences = fence_grid(runs).get(chapter, {})
+def grid_html(runs: list[dict], fences: dict[str, dict[str, dict]]) -> str:
+    """One chapter's fences (a value of ``fence_grid``) × releases as an HTML table, failures in red."""
     head = "".join(f"<th>{html.escape(label(r))}</th>" for r in runs)
     rows = []
     for fence, by_release in fences.items():
@@ -82,7 +81,6 @@ def grid_html(runs: list[dict], chapter: str) -> str:
             css, text = SYMBOL[rec["outcome"] if rec else None]
             title = html.escape(rec.get("reason", "") if rec else "not in this release's results")
             cells.append(f'<td class="{css}" title="{title}">{text}</td>')
-        proves = proves.removeprefix("Proves:").strip()
         rows.append(f"<tr><td>{html.escape(fence)}</td><td>{html.escape(proves)}</td>{''.join(cells)}</tr>")
     return (f'<table class="tf-matrix"><thead><tr><th>fence</th><th>what it proves</th>{head}'
             f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
@@ -117,7 +115,7 @@ def differences_html(runs: list[dict]) -> str:
               for run in runs for rec in run.get("fences", [])}
     rows = []
     for name, chapter, fence, values in differences(runs):
-        what = proves.get((chapter, fence), "").removeprefix("Proves:").strip() or fence
+        what = proves.get((chapter, fence), "") or fence
         cells = "".join(f"<td>{html.escape(str(values.get(label(r), '(not run)')))}</td>" for r in runs)
         rows.append(f'<tr><td><code>{html.escape(name)}</code></td>'
                     f'<td title="{html.escape(fence)}"><b>{html.escape(Path(chapter).stem)}</b>: '

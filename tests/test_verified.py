@@ -27,7 +27,7 @@ def test_load_orders_releases_by_version(tmp_path: Path):
 
 def test_a_fence_false_on_one_release_is_red_there_only():
     runs = [run("2.8.0", ["passed", "passed"]), run("2.13.0", ["passed", "failed"])]
-    table = verified.grid_html(runs, "book/a.md")
+    table = verified.grid_html(runs, verified.fence_grid(runs)["book/a.md"])
     row = table.split("<tr>")[-1]
     assert '<td class="tf-pass" title="">pass</td><td class="tf-fail" title="AssertionError: boom">FAIL</td>' in row
     summary = verified.summary_html(runs)
@@ -46,7 +46,7 @@ def test_observed_values_that_differ_are_listed():
 
 def test_a_missing_fence_is_marked_not_run():
     runs = [run("2.8.0", ["passed"]), run("2.13.0", ["passed", "passed"])]
-    assert 'class="tf-missing"' in verified.grid_html(runs, "book/a.md")
+    assert 'class="tf-missing"' in verified.grid_html(runs, verified.fence_grid(runs)["book/a.md"])
 
 
 def test_an_install_failure_is_red():

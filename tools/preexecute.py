@@ -38,13 +38,14 @@ from fences.chapter import header_problems, toc_files  # noqa: E402
 TIMEOUT = yaml.safe_load((ROOT / "_config.yml").read_text())["execute"]["timeout"]
 
 
-def read(path: Path):
-    return read_myst_markdown_notebook(path.read_text(encoding="utf-8"), MdParserConfig(),
-                                       add_source_map=True, path=path)
+def read(path: Path, text: str | None = None):
+    """The chapter as myst-nb reads it, so its cache key is the one the build looks up."""
+    text = path.read_text(encoding="utf-8") if text is None else text
+    return read_myst_markdown_notebook(text, MdParserConfig(), add_source_map=True, path=path)
 
 
-def execute(path: Path):
-    nb = read(path)
+def execute(job):
+    path, nb = job
     result = single_nb_execution(nb, cwd=str(path.parent), timeout=TIMEOUT,
                                  allow_errors=False, meta_override=True)
     return path, nb, result.err is None, result.time
@@ -54,12 +55,14 @@ def main(argv: list[str]) -> int:
     cache = get_cache(argv[0] if argv else ROOT / "_build" / ".jupyter_cache")
     pending = []
     for path in toc_files(ROOT):
-        if not path.exists() or header_problems(path.read_text(encoding="utf-8")):
+        text = path.read_text(encoding="utf-8") if path.exists() else None
+        if text is None or header_problems(text):
             continue  # the build refuses it, naming the file
+        nb = read(path, text)
         try:
-            cache.match_cache_notebook(read(path))
+            cache.match_cache_notebook(nb)
         except KeyError:
-            pending.append(path)
+            pending.append((path, nb))
     if not pending:
         print("preexecute: every chapter is cached")
         return 0
