@@ -16,6 +16,10 @@ call it.
   builds; the release matrix compares them.
 - ``table``: render rows computed by a fence as a table.
 - ``torch_build``: which torch, which build, executed this page.
+- ``forall``: run a universal claim's check over generated inputs
+  (Hypothesis, derandomised); strategies that reach the edges are in
+  ``fences.strategies``.
+- ``grade``: graded exercises (``fences.grade``).
 """
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ __all__ = [
     "OBSERVE_MARKER",
     "table",
     "torch_build",
+    "forall",
 ]
 
 #: The line ``needs`` prints; the test plugin turns a cell that prints it
@@ -215,3 +220,41 @@ def torch_build() -> str:
     else:
         kind = "CPU-only build"
     return f"torch {torch.__version__} ({kind})"
+
+
+#: Generated inputs per universal claim unless a fence says otherwise.
+EXAMPLES = 200
+
+
+def forall(*strategies, examples: int = EXAMPLES, **named):
+    """Check a universal claim on generated inputs; use as a decorator.
+
+    The decorated function asserts the claim for one input. It runs at once
+    on ``examples`` inputs drawn by Hypothesis, derandomised (the same
+    inputs on every run, so CI is reproducible) and without a database. A
+    failure is shrunk to a minimal input, which Hypothesis prints. Prints
+    how many inputs the claim held on::
+
+        @fences.forall(st.integers(0, 255), st.integers(0, 255))
+        def uint8_add_wraps(a, b):
+            assert (torch.tensor([a], dtype=torch.uint8) + b).item() == (a + b) % 256
+    """
+    from hypothesis import HealthCheck, given, settings
+
+    def decorate(check):
+        seen = []
+
+        def counted(*args, **kwargs):
+            seen.append(1)
+            return check(*args, **kwargs)
+
+        counted.__signature__ = __import__("inspect").signature(check)
+        counted.__name__ = check.__name__
+        run = settings(max_examples=examples, derandomize=True, database=None, deadline=None,
+                       suppress_health_check=list(HealthCheck), print_blob=False)(
+            given(*strategies, **named)(counted))
+        run()
+        print(f"{check.__name__}: held on {len(seen)} generated inputs")
+        return check
+
+    return decorate

@@ -6,8 +6,10 @@ suite and the site refuse the same mistakes:
 - a chapter without the jupytext header (myst-nb would render it as plain
   Markdown and execute nothing; a notebook collector would skip it);
 - a chapter listed in ``_toc.yml`` that does not exist;
-- the ``raises-exception`` tag, which lets a cell pass whether or not it
-  raises (use ``fences.raises``).
+- everything ``fences.lint`` checks: the book standard as far as a
+  machine can check it (forbidden tags, fences without an id, a ``Proves:``
+  line or a check, asserts that cannot fail, uncited citations, long lines,
+  exercises whose check is never proven).
 """
 from __future__ import annotations
 
@@ -16,13 +18,8 @@ from pathlib import Path
 
 import yaml
 
-FORBIDDEN_TAGS = {
-    "raises-exception": "the raises-exception tag passes a cell whether or not it raises; "
-    "assert the raise with `with fences.raises(...)` instead",
-    "nbval-raises-exception": "nbval passes such a cell whether or not it raises; "
-    "assert the raise with `with fences.raises(...)` instead",
-    "nbval-skip": "a skipped fence cannot fail; gate it with `fences.needs(...)` instead",
-}
+from . import lint
+from .lint import FORBIDDEN_TAGS  # noqa: F401 - re-exported
 
 _CODE_CELL = re.compile(r"^(`{3,}|~{3,})\{code-cell\}")
 
@@ -65,28 +62,9 @@ def code_cell_lines(text: str) -> list[int]:
     return [n for n, line in enumerate(text.splitlines(), 1) if _CODE_CELL.match(line)]
 
 
-#: A cell tagged ``fence`` must contain one of these, or it cannot fail.
-_CHECKS = re.compile(r"\bassert\b|\braises\(|\bwarns\(|\bcheck\w*\(")
-
-
-def tag_problems(nb) -> list[str]:
-    """Forbidden tags, and ``fence`` cells that check nothing: one line per cell."""
-    problems = []
-    code_index = -1
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        code_index += 1
-        tags = cell.metadata.get("tags", [])
-        for tag in tags:
-            if tag in FORBIDDEN_TAGS:
-                problems.append(f"code cell {code_index}: tag {tag!r}: {FORBIDDEN_TAGS[tag]}")
-        if "fence" in tags and not _CHECKS.search(cell.source):
-            problems.append(
-                f"code cell {code_index}: tagged 'fence' but has no assert, raises(), "
-                "warns() or check...() call, so it cannot fail"
-            )
-    return problems
+def lint_problems(text: str, nb) -> list[str]:
+    """Everything ``fences.lint`` finds in one chapter (empty when it passes)."""
+    return lint.cell_problems(nb) + lint.text_problems(text)
 
 
 def read(path: Path):
@@ -105,7 +83,7 @@ def read(path: Path):
     if problems:
         raise ChapterError(f"{path}: " + "; ".join(problems))
     nb = jupytext.reads(text, fmt="md:myst")
-    problems = tag_problems(nb)
+    problems = lint_problems(text, nb)
     if problems:
         raise ChapterError(f"{path}: " + "; ".join(problems))
     return nb, code_cell_lines(text)
@@ -133,3 +111,14 @@ def toc_files(root: Path) -> list[Path]:
 
     walk(toc)
     return [root / (f if Path(f).suffix else f + ".md") for f in found]
+
+
+def book_problems(root: Path) -> list[str]:
+    """Problems across the book's chapters (a fence id used twice)."""
+    import jupytext
+
+    notebooks = {}
+    for path in toc_files(root):
+        if path.exists() and not header_problems(text := path.read_text(encoding="utf-8")):
+            notebooks[path.relative_to(root).as_posix()] = jupytext.reads(text, fmt="md:myst")
+    return lint.book_problems(notebooks)

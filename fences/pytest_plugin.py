@@ -28,6 +28,7 @@ from nbval.plugin import IPyNbCell, IPyNbFile
 
 from . import OBSERVE_MARKER, SKIP_MARKER
 from . import chapter as chapters
+from . import lint
 
 # The first cell of every chapter: a clean namespace (the kernel may have run
 # another chapter before), then a snapshot of torch's global settings.
@@ -81,6 +82,7 @@ def pytest_sessionstart(session):
                 continue
             for p in chapters.header_problems(path.read_text(encoding="utf-8")):
                 problems.append(f"{rel} (listed in _toc.yml): {p}")
+        problems += chapters.book_problems(root)
         if problems:
             raise pytest.UsageError("\n".join(problems))
 
@@ -143,9 +145,10 @@ class Chapter(IPyNbFile):
         )
         code = [c for c in self.nb.cells if c.cell_type == "code"]
         for index, (cell, line) in enumerate(zip(code, lines)):
+            ident = lint.fence_id(cell) if lint.is_fence(cell) else None
             yield Fence.from_parent(
-                self, name=f"Cell {index} (line {line})", cell_num=index,
-                cell=cell, options=_options(), line=line,
+                self, name=f"fence {ident}" if ident else f"Cell {index} (line {line})",
+                cell_num=index, cell=cell, options=_options(), line=line, ident=ident,
             )
         yield Fence.from_parent(
             self, name="teardown: torch global state restored", cell_num=len(code),
@@ -172,13 +175,15 @@ def _options():
 class Fence(IPyNbCell):
     """One code cell of a chapter."""
 
-    def __init__(self, name, parent, cell_num, cell, options, line, guard=False):
+    def __init__(self, name, parent, cell_num, cell, options, line, guard=False, ident=None):
         super().__init__(name, parent, cell_num, cell, options)
         self.line = line
+        self.ident = ident  # the fence-id, or None for a cell that is not a fence
         self.guard = guard  # the snapshot before a chapter or the state check after it
 
     def runtest(self):
         self.user_properties.append(("proves", _claim(self.cell.source)))
+        self.user_properties.append(("fence_id", self.ident))
         try:
             super().runtest()
         except BaseException:

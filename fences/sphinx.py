@@ -5,6 +5,7 @@
   anything) and must not carry a tag that lets a cell pass without
   raising. Each problem is a warning naming the file, so
   ``jupyter-book build -W`` fails on it.
+- ``{cited}``: a claim the book cites rather than proves, labelled as such.
 - Every page offers its executed notebook as an ``.ipynb`` download.
 - Scripts that Jupyter Book 1.x includes twice are included once.
 
@@ -14,7 +15,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from docutils import nodes
+from docutils.parsers.rst import directives
 from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective
 
 from . import chapter as chapters
 
@@ -30,7 +34,7 @@ def _check_source(app, docname: str, source: list[str]) -> None:
     if not problems:
         import jupytext
 
-        problems = chapters.tag_problems(jupytext.reads(text, fmt="md:myst"))
+        problems = chapters.lint_problems(text, jupytext.reads(text, fmt="md:myst"))
     for problem in problems:
         logger.warning(f"{problem}", location=docname, type="fences", subtype="chapter")
 
@@ -88,7 +92,45 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
     context["script_files"] = kept
 
 
+class Cited(SphinxDirective):
+    """A cited claim: ``{cited}`` with ``:source:`` (a URL) and ``:version:``.
+
+    Rendered as an admonition titled "Cited, not verified here", naming the
+    source and the release it describes, so a reader can tell it from a
+    fenced claim. ``fences.lint`` refuses one without source or version.
+    """
+
+    has_content = True
+    optional_arguments = 1
+    final_argument_whitespace = True
+    option_spec = {"source": directives.uri, "version": directives.unchanged_required,
+                   "class": directives.class_option}
+
+    def run(self):
+        title = "Cited, not verified here"
+        if self.arguments:
+            title += f": {self.arguments[0]}"
+        node = nodes.admonition(classes=["tf-cited"] + self.options.get("class", []))
+        node += nodes.title(text=title)
+        self.state.nested_parse(self.content, self.content_offset, node)
+        source = self.options.get("source", "")
+        para = nodes.paragraph()
+        para += nodes.Text("Source: ")
+        para += nodes.reference(refuri=source, text=source)
+        para += nodes.Text(f" ({self.options.get('version', 'no version given')})")
+        node += para
+        return [node]
+
+
+def _check_book(app) -> None:
+    """Across chapters: every fence id unique (the lint's book-wide check)."""
+    for problem in chapters.book_problems(Path(app.srcdir)):
+        logger.warning(problem, type="fences", subtype="chapter")
+
+
 def setup(app):
+    app.add_directive("cited", Cited)
+    app.connect("builder-inited", _check_book)
     app.connect("html-page-context", _dedupe_scripts)
     app.connect("source-read", _check_source)
     app.connect("html-page-context", _offer_notebook, priority=500)

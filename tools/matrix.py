@@ -41,7 +41,8 @@ RELEASES = {
 
 # What the suite needs besides torch (the site build is not run per release).
 SUITE_DEPS = ["numpy>=2", "pytest>=8", "pytest-xdist>=3", "nbval>=0.11", "jupytext>=1.16", "ipykernel>=6",
-              "myst-nb>=1", "pyyaml", "matplotlib>=3.8"]
+              "myst-nb>=1", "pyyaml", "matplotlib>=3.8", "hypothesis>=6.100", "ml_dtypes>=0.5",
+              "array-api-strict>=2.3", "jax>=0.4.30"]
 
 
 def venv_for(name: str) -> Path:

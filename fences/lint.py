@@ -1,0 +1,208 @@
+"""The book standard, as far as a machine can check it (see book/standard.md).
+
+Run by both the test plugin and the Sphinx extension (through
+``fences.chapter``), so ``make test`` and ``make book`` refuse the same
+chapters. Each function returns one line per problem; an empty list means
+the chapter passes.
+
+What is checked, per chapter:
+
+- a forbidden tag (``raises-exception``, ``nbval-skip``...);
+- a fence (a code cell tagged ``fence``) without a ``fence-id``, with an id
+  that is not lower-case words joined by ``-``, or an id without the tag;
+- a fence with no ``# Proves:`` line;
+- a fence with no ``assert``, ``raises(``, ``warns(`` or ``prove(``: it
+  cannot fail;
+- an ``assert`` that cannot fail: ``assert X == X`` (or ``is``, ``<=``,
+  ``>=`` with the same expression on both sides), ``assert True``, or an
+  assert of a non-empty literal;
+- a ``{cited}`` block without a ``:source:`` URL or a ``:version:``;
+- a code line longer than ``MAX_COLUMNS`` (it would wrap or scroll);
+- an exercise (``{exercise}`` with a ``:label:``) whose solution has no
+  fence calling ``fences.grade.prove``.
+
+And across the book: every fence id is unique.
+"""
+from __future__ import annotations
+
+import ast
+import re
+
+MAX_COLUMNS = 88
+
+FORBIDDEN_TAGS = {
+    "raises-exception": "the raises-exception tag passes a cell whether or not it raises; "
+    "assert the raise with `with fences.raises(...)` instead",
+    "nbval-raises-exception": "nbval passes such a cell whether or not it raises; "
+    "assert the raise with `with fences.raises(...)` instead",
+    "nbval-skip": "a skipped fence cannot fail; gate it with `fences.needs(...)` instead",
+}
+
+FENCE_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+#: A fence must contain one of these, or it cannot fail.
+CHECKS = re.compile(r"\bassert\b|\braises\(|\bwarns\(|\bprove\(")
+PROVES = re.compile(r"^\s*#\s*Proves:", re.M)
+_CITED = re.compile(r"^(:{3,}|`{3,})\{cited\}(.*)$")
+_EXERCISE = re.compile(r"^(:{3,}|`{3,})\{exercise\}")
+_LABEL = re.compile(r"^:label:\s*(\S+)")
+_SOLUTION = re.compile(r"^(:{3,}|`{3,})\{solution(?:-start)?\}\s*(\S+)")
+_SOLUTION_END = re.compile(r"^(:{3,}|`{3,})\{solution-end\}")
+
+
+def fence_id(cell) -> str | None:
+    """The id of a fence cell (its ``fence-id`` metadata), or None."""
+    value = cell.metadata.get("fence-id")
+    return str(value) if value is not None else None
+
+
+def is_fence(cell) -> bool:
+    return cell.cell_type == "code" and "fence" in cell.metadata.get("tags", [])
+
+
+def tautologies(source: str) -> list[str]:
+    """Asserts in ``source`` that cannot fail, each as its source text."""
+    try:
+        tree = ast.parse(_strip_magics(source))
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assert):
+            continue
+        test = node.test
+        text = ast.unparse(test)
+        if isinstance(test, ast.Constant) and test.value:
+            found.append(text)
+        elif isinstance(test, (ast.Tuple, ast.List, ast.Set, ast.Dict)) and (
+                getattr(test, "elts", None) or getattr(test, "keys", None)):
+            found.append(text)  # a non-empty literal is always true
+        elif isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(
+                test.ops[0], (ast.Eq, ast.Is, ast.LtE, ast.GtE)):
+            if ast.dump(test.left) == ast.dump(test.comparators[0]) and not _calls(test.left):
+                found.append(text)
+    return found
+
+
+def _calls(node) -> bool:
+    # `assert f() == f()` can fail (a function may return different values): allowed
+    return any(isinstance(n, ast.Call) for n in ast.walk(node))
+
+
+def _strip_magics(source: str) -> str:
+    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line
+                     for line in source.splitlines())
+
+
+def cell_problems(nb) -> list[str]:
+    """Problems of the chapter's code cells, one line each, naming the cell."""
+    problems = []
+    code_index = -1
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        code_index += 1
+        where = f"code cell {code_index}"
+        tags = cell.metadata.get("tags", [])
+        ident = fence_id(cell)
+        if ident:
+            where += f" (fence {ident})"
+        for tag in tags:
+            if tag in FORBIDDEN_TAGS:
+                problems.append(f"{where}: tag {tag!r}: {FORBIDDEN_TAGS[tag]}")
+        for n, line in enumerate(cell.source.splitlines(), 1):
+            if len(line) > MAX_COLUMNS:
+                problems.append(f"{where}: line {n} is {len(line)} columns, over "
+                                f"{MAX_COLUMNS}: it would wrap or scroll on the page")
+        if ident is not None and "fence" not in tags:
+            problems.append(f"{where}: has a fence-id but no 'fence' tag")
+        if "fence" not in tags:
+            continue
+        if ident is None:
+            problems.append(f"{where}: tagged 'fence' without a `:fence-id:` "
+                            "(a short id, unique in the book, that keys its results)")
+        elif not FENCE_ID.match(ident):
+            problems.append(f"{where}: fence-id {ident!r} is not lower-case words joined by '-'")
+        if not PROVES.search(cell.source):
+            problems.append(f"{where}: tagged 'fence' but has no '# Proves:' line "
+                            "saying what it proves")
+        if not CHECKS.search(cell.source):
+            problems.append(f"{where}: tagged 'fence' but has no assert, raises(), warns() "
+                            "or prove() call, so it cannot fail")
+        for text in tautologies(cell.source):
+            problems.append(f"{where}: `assert {text}` cannot fail")
+    return problems
+
+
+def text_problems(text: str) -> list[str]:
+    """Problems in the chapter's Markdown: cited blocks, exercises without a proven solution."""
+    problems = []
+    lines = text.splitlines()
+    for n, line in enumerate(lines, 1):
+        m = _CITED.match(line)
+        if not m:
+            continue
+        options = _options(lines, n)
+        source = options.get("source", "")
+        if not re.match(r"https?://\S+", source):
+            problems.append(f"line {n}: {{cited}} without a `:source:` URL a reader can open")
+        if not options.get("version"):
+            problems.append(f"line {n}: {{cited}} without a `:version:` (the release cited)")
+    labels = {}
+    for n, line in enumerate(lines, 1):
+        if _EXERCISE.match(line):
+            label = _options(lines, n).get("label")
+            if not label:
+                problems.append(f"line {n}: {{exercise}} without a :label:")
+            else:
+                labels[label] = n
+    proven = _proven_solutions(lines)
+    for label, n in labels.items():
+        if label not in proven:
+            problems.append(
+                f"line {n}: exercise {label!r} has no solution with a fence calling "
+                "fences.grade.prove (its check is never shown to pass and fail)")
+    return problems
+
+
+def _options(lines: list[str], n: int) -> dict[str, str]:
+    """The ``:key: value`` lines right after the directive on line ``n`` (1-based)."""
+    out = {}
+    for line in lines[n:]:
+        m = re.match(r"^:([\w-]+):\s*(.*)$", line)
+        if not m:
+            break
+        out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def _proven_solutions(lines: list[str]) -> set[str]:
+    """Labels whose solution (a directive, or solution-start ... solution-end) calls prove(."""
+    proven, current = set(), None
+    for line in lines:
+        m = _SOLUTION.match(line)
+        if m:
+            current = m.group(2)
+            continue
+        if _SOLUTION_END.match(line):
+            current = None
+            continue
+        if current and re.search(r"\bprove\(", line):
+            proven.add(current)
+    return proven
+
+
+def book_problems(notebooks: dict) -> list[str]:
+    """Problems across chapters (``{name: notebook}``): a fence id used twice."""
+    seen: dict[str, str] = {}
+    problems = []
+    for name, nb in notebooks.items():
+        for cell in nb.cells:
+            ident = fence_id(cell) if is_fence(cell) else None
+            if ident is None:
+                continue
+            if ident in seen:
+                problems.append(f"fence-id {ident!r} is used in {seen[ident]} and in {name}: "
+                                "ids must be unique in the book")
+            else:
+                seen[ident] = name
+    return problems
