@@ -40,6 +40,7 @@ __all__ = [
     "table",
     "torch_build",
     "forall",
+    "grade",
 ]
 
 #: The line ``needs`` prints; the test plugin turns a cell that prints it
@@ -48,6 +49,8 @@ SKIP_MARKER = "[fence not executed here]"
 
 #: The prefix ``observe`` prints; the test plugin records what follows.
 OBSERVE_MARKER = "[observed]"
+
+from . import grade  # noqa: E402 - graded exercises, fences.grade.prove
 
 _SHOWN = 240  # characters of an exception message shown to the reader
 
