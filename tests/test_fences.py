@@ -163,10 +163,11 @@ def test_read_refuses_forbidden_tags(tmp_path: Path):
 
 def test_a_fence_that_cannot_fail_is_refused(tmp_path: Path):
     path = tmp_path / "c.md"
-    path.write_text(HEADER + "```{code-cell} ipython3\n:tags: [fence]\nprint(1)\n```\n")
+    cell = "```{code-cell} ipython3\n:tags: [fence]\n:fence-id: one\n# Proves: x\n%s\n```\n"
+    path.write_text(HEADER + cell % "print(1)")
     with pytest.raises(chapter.ChapterError, match="cannot fail"):
         chapter.read(path)
-    path.write_text(HEADER + "```{code-cell} ipython3\n:tags: [fence]\nassert 1\n```\n")
+    path.write_text(HEADER + cell % "assert len([1]) == 1")
     chapter.read(path)
 
 

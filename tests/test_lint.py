@@ -1,0 +1,144 @@
+"""The lint (fences/lint.py) catches each pattern it claims to, and passes a good chapter."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import jupytext
+import pytest
+
+from fences import chapter, lint
+
+HEADER = """---
+jupytext:
+  text_representation:
+    format_name: myst
+kernelspec:
+  name: python3
+  display_name: Python 3
+---
+"""
+
+GOOD_FENCE = """```{code-cell} ipython3
+:tags: [fence]
+:fence-id: %s
+# Proves: zeros are zero.
+import torch
+assert torch.zeros(2).sum().item() == 0.0
+```
+"""
+
+
+def problems(body: str) -> list[str]:
+    text = HEADER + body
+    return chapter.lint_problems(text, jupytext.reads(text, fmt="md:myst"))
+
+
+def fence(source: str, ident: str = "a-fence", proves: bool = True) -> str:
+    head = "# Proves: something.\n" if proves else ""
+    return f"```{{code-cell}} ipython3\n:tags: [fence]\n:fence-id: {ident}\n{head}{source}\n```\n"
+
+
+def test_a_good_chapter_passes():
+    assert problems("# Title\n\n" + GOOD_FENCE % "zeros") == []
+
+
+def test_a_fence_without_an_id_is_refused():
+    body = "```{code-cell} ipython3\n:tags: [fence]\n# Proves: x\nassert len('a') == 1\n```\n"
+    assert any("without a `:fence-id:`" in p for p in problems(body))
+
+
+@pytest.mark.parametrize("ident", ["Upper", "two words", "trailing-", "under_score"])
+def test_a_malformed_id_is_refused(ident):
+    assert any("is not lower-case words" in p for p in problems(fence("assert f()", f"'{ident}'")))
+
+
+def test_an_id_without_the_fence_tag_is_refused():
+    body = "```{code-cell} ipython3\n:fence-id: stray\nx = 1\n```\n"
+    assert any("fence-id but no 'fence' tag" in p for p in problems(body))
+
+
+def test_a_fence_without_proves_is_refused():
+    assert any("no '# Proves:' line" in p for p in problems(fence("assert f()", proves=False)))
+
+
+def test_a_fence_without_a_check_is_refused():
+    assert any("cannot fail" in p for p in problems(fence("print(1)")))
+
+
+@pytest.mark.parametrize("source", [
+    "assert x == x", "assert t.dtype is t.dtype", "assert a.b <= a.b", "assert True",
+    "assert 1", "assert (x, 'message')", "assert [0]",
+])
+def test_tautologies_are_refused(source):
+    found = problems(fence(source))
+    assert any("cannot fail" in p for p in found), found
+
+
+@pytest.mark.parametrize("source", [
+    "assert x == y", "assert f() == f()", "assert x is not x", "assert []", "assert x",
+])
+def test_asserts_that_can_fail_are_allowed(source):
+    assert problems(fence(source)) == []
+
+
+def test_a_long_code_line_is_refused():
+    found = problems(fence("assert f()  # " + "x" * 90))
+    assert any("over 88" in p for p in found)
+
+
+def test_a_cited_claim_needs_source_and_version():
+    ok = "```{cited}\n:source: https://example.org/x\n:version: burn 0.22.0\n\nText.\n```\n"
+    assert problems(ok) == []
+    no_url = "```{cited}\n:source: the report\n:version: 1\n\nText.\n```\n"
+    assert any("without a `:source:` URL" in p for p in problems(no_url))
+    no_version = ":::{cited}\n:source: https://example.org/x\n\nText.\n:::\n"
+    assert any("without a `:version:`" in p for p in problems(no_version))
+
+
+EXERCISE = """```{exercise} Task
+:label: ex-one
+:nonumber:
+
+Do it.
+```
+
+````{solution-start} ex-one
+:class: dropdown
+````
+
+%s
+
+````{solution-end}
+````
+"""
+
+
+def test_an_exercise_needs_a_proven_solution():
+    unproven = EXERCISE % "```{code-cell} ipython3\nanswer = 1\n```"
+    assert any("exercise 'ex-one' has no solution" in p for p in problems(unproven))
+    proven = EXERCISE % fence("fences.grade.prove(check, solution=1, wrong=[(2, 'x')])",
+                              "ex-one")
+    assert problems(proven) == []
+
+
+def test_fence_ids_must_be_unique_in_the_book():
+    a = jupytext.reads(HEADER + GOOD_FENCE % "same", fmt="md:myst")
+    b = jupytext.reads(HEADER + GOOD_FENCE % "same", fmt="md:myst")
+    assert lint.book_problems({"a.md": a, "b.md": b}) == [
+        "fence-id 'same' is used in a.md and in b.md: ids must be unique in the book"]
+
+
+def test_book_problems_reads_the_toc(tmp_path: Path):
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/a\nchapters:\n"
+                                       "  - file: book/b\n")
+    (tmp_path / "book").mkdir()
+    for name in "ab":
+        (tmp_path / "book" / f"{name}.md").write_text(HEADER + GOOD_FENCE % "dup")
+    assert len(chapter.book_problems(tmp_path)) == 1
+
+
+def test_the_books_chapters_pass_the_lint():
+    root = Path(__file__).parent.parent
+    for path in chapter.toc_files(root):
+        chapter.read(path)  # raises ChapterError naming every problem
+    assert chapter.book_problems(root) == []
