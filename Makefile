@@ -5,10 +5,17 @@ SHELL := bash
 
 PYTHON ?= python3
 VENV   ?= .venv
-# The reference torch: the CPU wheel. An unpinned torch lets pip pick a multi-GB CUDA build.
+# The reference torch. An unpinned torch lets pip pick a multi-GB CUDA build.
 TORCH  ?= torch==2.13.0
+# Where pip looks for it first. Empty: the indexes pip is configured with (on PyPI
+# alone, torch==2.13.0 is the CUDA build, which runs on the CPU too). For the CPU
+# build from PyTorch's index: TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
+EXTRAS ?= test,site
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.tensor-fences-installed
+# The stamp names what was asked for: another TORCH, index or extras reinstalls.
+WANTED := $(TORCH) $(TORCH_INDEX) $(EXTRAS)
+STAMP  := $(VENV)/.installed-$(shell printf '%s' '$(WANTED)' | cksum | cut -d' ' -f1)
 
 .PHONY: help book test matrix check-site bench clean
 
@@ -23,8 +30,10 @@ help:
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet $(TORCH) -e .
-	@touch $@
+	$(BIN)/python -m pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) \
+	    '$(TORCH)' -e '.[$(EXTRAS)]'
+	@rm -f $(VENV)/.installed-*
+	@echo '$(WANTED)' > $@
 
 # What the site is made from. With none of it newer than the last good build,
 # `make book` has nothing to do. The torch install and the venv's package
@@ -39,12 +48,11 @@ book: $(SITE)
 # A build that fails leaves no index.html behind, so nothing half-built passes for done.
 .DELETE_ON_ERROR:
 
-# fences.cachekey drops what _build derived from execution when torch, the
-# installed packages or fences/ changed; tools/preexecute.py then runs the
-# uncached chapters in parallel into the cache that jupyter-book reads.
+# tools/preexecute.py runs the uncached chapters in parallel into the cache
+# that jupyter-book reads (keyed on torch, fences/ and the installed packages
+# by fences.sphinx itself, so a plain `jupyter-book build .` is honest too).
 # -n: nitpicky, -W: every warning is an error, --keep-going: report them all.
 $(SITE): $(STAMP) $(INPUTS)
-	$(BIN)/python -m fences.cachekey _build
 	$(BIN)/python tools/preexecute.py _build/.jupyter_cache
 	$(BIN)/jupyter-book build . -n -W --keep-going
 	@test -f $@ && touch $@
@@ -58,7 +66,7 @@ matrix: $(STAMP)
 # Debian's chromium, driven by Playwright for Python (no browser download).
 check-site: $(STAMP)
 	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
-	@$(BIN)/python -c "import playwright" 2>/dev/null || $(BIN)/python -m pip install --quiet playwright
+	@$(BIN)/python -c "import playwright" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[check-site]' '$(TORCH)'
 	$(BIN)/python tools/check_site.py _build/html
 
 bench: $(STAMP)

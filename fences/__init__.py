@@ -136,14 +136,17 @@ def shares_memory(a, b) -> bool:
     For two tensors this compares their storages: a view shares its base's
     storage even where the two select disjoint elements. Across the NumPy
     bridge it compares byte ranges. Tensors on the ``meta`` device have no
-    bytes and never share.
+    bytes and never share; nor does anything with an empty storage (two
+    empty tensors both report address 0, yet touch no bytes).
     """
     for x in (a, b):
         if getattr(x, "is_meta", False):
             return False
-    if hasattr(a, "untyped_storage") and hasattr(b, "untyped_storage"):
-        return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
     (a0, a1), (b0, b1) = _extent(a), _extent(b)
+    if a0 == a1 or b0 == b1:
+        return False
+    if hasattr(a, "untyped_storage") and hasattr(b, "untyped_storage"):
+        return a0 == b0  # same storage (a tensor's extent is its whole storage)
     return a0 < b1 and b0 < a1
 
 

@@ -3,19 +3,21 @@
 jupyter-cache re-executes a chapter when its code cells or kernelspec
 change, and for nothing else; Sphinx re-renders a page when its source
 changes. A page executed under another torch, or with another version of
-``fences/``, would be served unchanged by both. This module keys the build
-folder on those two as well: when the key differs from the one stored in
-the build folder, every cache derived from execution is dropped (the
-execution cache, Sphinx's environment, the rendered and executed pages).
+``fences/``, would be served unchanged by both. This module keys the
+execution cache on those as well: ``fences.sphinx`` points myst-nb at
+``cache_path(...)``, a folder named by the key, at ``config-inited``. Any
+build command passes there (``make book``, a plain ``jupyter-book build .``).
+A new key is a new config value, so Sphinx re-reads every page and myst-nb
+executes into the new, empty cache; an old key's folder is reused when its
+torch comes back.
 
-    python -m fences.cachekey _build
+    python -m fences.cachekey _build     # prints the cache folder the build uses
 """
 from __future__ import annotations
 
 import hashlib
 import importlib.metadata
 import importlib.util
-import shutil
 import sys
 from pathlib import Path
 
@@ -56,35 +58,19 @@ def key(data: bool = True) -> str:
     return " ".join(parts)
 
 
-#: What a build folder holds that was derived from executing the chapters.
-DERIVED = (".jupyter_cache", ".doctrees", "html", "jupyter_execute")
+def cache_path(base: Path) -> Path:
+    """The execution cache for the current key: a folder of ``base`` named by its hash.
 
-
-def refresh(build: Path) -> bool:
-    """Drop what ``build`` derived from execution unless it was made under the current key.
-
-    Returns True when something was dropped.
+    Each torch (and each state of fences/, the installed packages and the
+    results) gets its own jupyter-cache, so a page is never served from a
+    run under other code, and switching back to a torch reuses its cache.
     """
-    build = Path(build)
-    stamp = build / ".fences-key"
-    current = key()
-    stale = not stamp.exists() or stamp.read_text().strip() != current
-    dropped = False
-    if stale:
-        for name in DERIVED:
-            if (build / name).exists():
-                shutil.rmtree(build / name)
-                dropped = True
-    build.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(current + "\n")
-    return dropped
+    return Path(base) / hashlib.sha256(key().encode()).hexdigest()[:16]
 
 
 def main(argv: list[str]) -> int:
-    build = Path(argv[0] if argv else "_build")
-    if refresh(build):
-        print(f"fences.cachekey: {build} was made under another torch or fences/; "
-              f"dropped {', '.join(DERIVED)}")
+    """Print the cache folder for ``_build`` (or the folder given): what the build reads."""
+    print(cache_path(Path(argv[0] if argv else "_build") / ".jupyter_cache"))
     return 0
 
 

@@ -122,3 +122,15 @@ def book_problems(root: Path) -> list[str]:
         if path.exists() and not header_problems(text := path.read_text(encoding="utf-8")):
             notebooks[path.relative_to(root).as_posix()] = jupytext.reads(text, fmt="md:myst")
     return lint.book_problems(notebooks)
+
+
+def cell_timeout(root: Path) -> float | None:
+    """Seconds a cell may run: ``execute.timeout`` in ``_config.yml``, the one place it is set.
+
+    None when there is no ``_config.yml`` (a test book without a site).
+    """
+    path = Path(root) / "_config.yml"
+    if not path.exists():
+        return None
+    config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return float(config["execute"]["timeout"])

@@ -89,13 +89,42 @@ def pytest_sessionstart(session):
 
 def pytest_configure(config):
     config.pluginmanager.register(Recorder(config), "fences-recorder")
+    if config.option.nbval_cell_timeout == NBVAL_DEFAULT_TIMEOUT:
+        # One place for the cell timeout: the site build's, in _config.yml.
+        timeout = chapters.cell_timeout(Path(config.rootpath))
+        if timeout is not None:
+            config.option.nbval_cell_timeout = timeout
+
+
+#: nbval's own default for --nbval-cell-timeout (nbval 0.11): "not given on the command line".
+NBVAL_DEFAULT_TIMEOUT = 2000
 
 
 def pytest_collect_file(file_path: Path, parent):
     book = Path(parent.config.rootpath) / parent.config.getini("fences_book")
-    if file_path.suffix == ".md" and book in file_path.parents:
+    if book not in file_path.parents:
+        return None
+    if file_path.suffix == ".md":
         return Chapter.from_parent(parent, path=file_path)
+    if file_path.suffix == ".ipynb":
+        return StrayNotebook.from_parent(parent, path=file_path)
     return None
+
+
+class StrayNotebook(pytest.File):
+    """A ``.ipynb`` inside book/: refused, with what to do.
+
+    It would be run by nbval's collector without the book's guards, and the
+    site build would fail on two documents with one name.
+    """
+
+    def collect(self):
+        rel = self.path.relative_to(self.config.rootpath).as_posix()
+        raise self.CollectError(
+            f"{rel}: a notebook inside {self.config.getini('fences_book')}/ is not part of "
+            "the book (chapters are the .md files). Move it out, e.g. "
+            f"`jupytext --to ipynb {rel[:-6]}.md -o notebooks/{Path(rel).stem}.ipynb`, "
+            "or delete it.")
 
 
 SHARED_KERNEL = pytest.StashKey()  # one kernel per pytest session, reused from chapter to chapter
@@ -114,6 +143,12 @@ class Chapter(IPyNbFile):
     """
 
     unclean = False  # set when torch's global state cannot be trusted after this chapter
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Outputs are never compared: a fence proves its claim with assert. (Set here,
+        # not with --nbval-lax, which would also turn on nbval's own .ipynb collector.)
+        self.compare_outputs = False
 
     def setup(self):
         if self.config.getoption("--fences-fresh-kernel"):

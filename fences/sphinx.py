@@ -5,8 +5,11 @@
   anything) and must not carry a tag that lets a cell pass without
   raising. Each problem is a warning naming the file, so
   ``jupyter-book build -W`` fails on it.
+- The execution cache is keyed on torch, ``fences/`` and the installed
+  packages (``fences.cachekey``), so no build serves a stale page.
 - ``{cited}``: a claim the book cites rather than proves, labelled as such.
-- Every page offers its executed notebook as an ``.ipynb`` download.
+- Every page offers its executed notebook as an ``.ipynb`` download, after
+  checking that the build's run went top to bottom (``run_problems``).
 - Scripts that Jupyter Book 1.x includes twice are included once.
 
 Enabled in ``_config.yml`` under ``sphinx: extra_extensions``.
@@ -67,10 +70,38 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
         except KeyError:
             logger.warning(f"no executed notebook in the cache for {pagename}",
                            location=pagename, type="fences", subtype="download")
+    for problem in run_problems(nb):
+        logger.warning(f"the executed notebook did not run top to bottom: {problem}",
+                       location=pagename, type="fences", subtype="notebook")
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, target)
     context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+def run_problems(nb) -> list[str]:
+    """Why an executed notebook is not a clean top-to-bottom run (empty when it is).
+
+    The build's own run is the proof that a chapter runs as a plain notebook
+    (a fresh kernel, no test harness): every code cell executed once, in order
+    (execution counts 1..N), no error output. No third execution needed.
+    """
+    import nbformat
+
+    problems = []
+    try:
+        nbformat.validate(nb)
+    except nbformat.ValidationError as exc:
+        problems.append(f"invalid notebook: {exc.message}")
+    cells = [c for c in nb.cells if c.cell_type == "code"]
+    counts = [c.get("execution_count") for c in cells]
+    if counts != list(range(1, len(cells) + 1)):
+        problems.append(f"execution counts are {counts}, not 1..{len(cells)}")
+    for n, cell in enumerate(cells):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                problems.append(f"code cell {n} has an error output: {out.get('ename')}")
+    return problems
 
 
 def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
@@ -122,6 +153,14 @@ class Cited(SphinxDirective):
         return [node]
 
 
+def _key_the_cache(app, config) -> None:
+    """Point myst-nb's execution cache at a folder named by ``fences.cachekey.key()``."""
+    from . import cachekey
+
+    base = config.nb_execution_cache_path or str(Path(app.outdir).parent / ".jupyter_cache")
+    config.nb_execution_cache_path = str(cachekey.cache_path(Path(base)))
+
+
 def _check_book(app) -> None:
     """Across chapters: every fence id unique (the lint's book-wide check)."""
     for problem in chapters.book_problems(Path(app.srcdir)):
@@ -130,6 +169,7 @@ def _check_book(app) -> None:
 
 def setup(app):
     app.add_directive("cited", Cited)
+    app.connect("config-inited", _key_the_cache)
     app.connect("builder-inited", _check_book)
     app.connect("html-page-context", _dedupe_scripts)
     app.connect("source-read", _check_source)

@@ -2,8 +2,8 @@
 
 Three triggers (issue: fast verification): the chapter's source, the torch
 version or build, and the code in fences/. jupyter-cache covers the first
-(its key hashes the code cells); fences.cachekey covers the other two by
-dropping the cache when its key changes.
+(its key hashes the code cells); fences.cachekey covers the other two:
+fences.sphinx gives each key its own cache folder.
 """
 from __future__ import annotations
 
@@ -88,13 +88,25 @@ def test_another_torch_build_changes_the_key(tmp_path, monkeypatch):
     assert cachekey.key() != before
 
 
-def test_a_changed_key_drops_the_build(tmp_path, monkeypatch):
-    build = tmp_path / "_build"
-    cachekey.refresh(build)
-    (build / ".jupyter_cache").mkdir()
+def test_each_key_has_its_own_cache_folder(tmp_path, monkeypatch):
+    first = cachekey.cache_path(tmp_path)
+    assert cachekey.cache_path(tmp_path) == first          # same key: same folder, reused
     monkeypatch.setattr(cachekey, "key", lambda: "torch=another")
-    assert cachekey.refresh(build) is True
-    assert not (build / ".jupyter_cache").exists()
+    second = cachekey.cache_path(tmp_path)
+    assert second != first and second.parent == first.parent
+    monkeypatch.undo()
+    assert cachekey.cache_path(tmp_path) == first          # switching back reuses the old one
+
+
+def test_the_sphinx_extension_keys_the_cache_myst_nb_reads(tmp_path):
+    from types import SimpleNamespace
+
+    from fences import sphinx
+
+    config = SimpleNamespace(nb_execution_cache_path=str(tmp_path / ".jupyter_cache"))
+    app = SimpleNamespace(outdir=str(tmp_path / "html"))
+    sphinx._key_the_cache(app, config)
+    assert config.nb_execution_cache_path == str(cachekey.cache_path(tmp_path / ".jupyter_cache"))
 
 
 def test_new_release_results_change_the_key(tmp_path, monkeypatch):

@@ -37,7 +37,7 @@ TIMEOUT = 5  # seconds per cell in the corpus runs: fail_hangs must hit it
 PROOF = "fences/corpus-proof"
 
 PYPROJECT = f"""[tool.pytest.ini_options]
-addopts = "--nbval-lax --nbval-current-env --nbval-cell-timeout={TIMEOUT} -p no:cacheprovider -p no:xdist"
+addopts = "--nbval-current-env --nbval-cell-timeout={TIMEOUT} -p no:cacheprovider -p no:xdist"
 """
 
 # failing chapter -> (its passing twin, text the failure must show)

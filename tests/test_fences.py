@@ -86,6 +86,17 @@ def test_shares_memory_across_the_numpy_bridge():
     assert not fences.shares_memory(torch.tensor(arr), arr)
 
 
+def test_empty_tensors_share_nothing():
+    # Both report data_ptr 0; neither touches a byte.
+    assert torch.empty(0).data_ptr() == torch.empty(0).data_ptr() == 0
+    assert not fences.shares_memory(torch.empty(0), torch.empty(0))
+    e = torch.empty(0)
+    assert not fences.shares_memory(e, e[:])
+    assert not fences.shares_memory(torch.empty(0), np.empty(0))
+    x = torch.arange(4.0)
+    assert fences.shares_memory(x, x[2:])
+
+
 def test_meta_tensors_share_nothing():
     m = torch.empty(3, device="meta")
     assert not fences.shares_memory(m, m)
@@ -196,19 +207,6 @@ def test_cachekey_names_torch_and_fences():
     assert f"torch={torch.__version__}" in key and "fences=" in key
 
 
-def test_cachekey_drops_a_build_made_under_another_key(tmp_path: Path):
-    build = tmp_path / "_build"
-    for name in cachekey.DERIVED:
-        (build / name).mkdir(parents=True)
-    assert cachekey.refresh(build) is True        # no key stored: cannot trust it
-    assert not any((build / n).exists() for n in cachekey.DERIVED)
-    (build / ".jupyter_cache").mkdir()
-    assert cachekey.refresh(build) is False       # same key: kept
-    assert (build / ".jupyter_cache").exists()
-    (build / ".fences-key").write_text("torch=0.0 fences=old\n")
-    assert cachekey.refresh(build) is True and not (build / ".jupyter_cache").exists()
-
-
 def test_cachekey_changes_with_fences_code(tmp_path: Path, monkeypatch):
     before = cachekey.key()
     package = tmp_path / "fences"
@@ -217,3 +215,22 @@ def test_cachekey_changes_with_fences_code(tmp_path: Path, monkeypatch):
     assert cachekey.key() == before
     (package / "__init__.py").write_text((package / "__init__.py").read_text() + "\n# edited\n")
     assert cachekey.key() != before
+
+
+# --- the build's notebook check (fences.sphinx.run_problems) ---------------
+
+def test_run_problems_accepts_a_clean_run_and_names_each_fault():
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    from fences.sphinx import run_problems
+
+    nb = new_notebook(cells=[new_code_cell("1", execution_count=1),
+                             new_code_cell("2", execution_count=2)])
+    assert run_problems(nb) == []
+    nb.cells[1].execution_count = None
+    assert run_problems(nb) == ["execution counts are [1, None], not 1..2"]
+    nb.cells[1].execution_count = 2
+    nb.cells[0].outputs = [new_output("error", ename="AssertionError", evalue="", traceback=[])]
+    assert run_problems(nb) == ["code cell 0 has an error output: AssertionError"]
+    assert nbformat.validate(nb) is None

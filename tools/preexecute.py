@@ -13,8 +13,9 @@ myst-nb's own reader (so the cache key, a hash of the code cells and the
 kernelspec, is the one the build looks up), executed by jupyter-cache's
 nbclient helper in the chapter's folder with the build's timeout. A
 chapter that fails is not cached: the build executes it again and reports
-the failing cell. `fences.cachekey` drops the cache when torch or
-`fences/` change, so a cached chapter is never one run under other code.
+the failing cell. The cache is the folder `fences.cachekey.cache_path`
+names for the current torch, `fences/` and packages: the one the build
+reads (fences.sphinx points myst-nb at it).
 """
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import yaml
 from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
 from jupyter_cache.executors.utils import single_nb_execution
@@ -33,9 +33,10 @@ from myst_parser.config.main import MdParserConfig
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fences.chapter import header_problems, toc_files  # noqa: E402
+from fences.cachekey import cache_path  # noqa: E402
+from fences.chapter import cell_timeout, header_problems, toc_files  # noqa: E402
 
-TIMEOUT = yaml.safe_load((ROOT / "_config.yml").read_text())["execute"]["timeout"]
+TIMEOUT = cell_timeout(ROOT)
 
 
 def read(path: Path, text: str | None = None):
@@ -52,7 +53,7 @@ def execute(job):
 
 
 def main(argv: list[str]) -> int:
-    cache = get_cache(argv[0] if argv else ROOT / "_build" / ".jupyter_cache")
+    cache = get_cache(cache_path(Path(argv[0]) if argv else ROOT / "_build" / ".jupyter_cache"))
     pending = []
     for path in toc_files(ROOT):
         text = path.read_text(encoding="utf-8") if path.exists() else None
