@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 from nbformat.v4 import new_code_cell
-from nbval.plugin import IPyNbCell, IPyNbFile
 
 from . import OBSERVE_MARKER, SKIP_MARKER
 from . import chapter as chapters
 from . import lint
+from .upstream.nbval import DEFAULT_CELL_TIMEOUT, IPyNbCell, IPyNbFile
 
 # The first cell of every chapter: a clean namespace (the kernel may have run
 # another chapter before), then a snapshot of torch's global settings.
@@ -89,15 +89,12 @@ def pytest_sessionstart(session):
 
 def pytest_configure(config):
     config.pluginmanager.register(Recorder(config), "fences-recorder")
-    if config.option.nbval_cell_timeout == NBVAL_DEFAULT_TIMEOUT:
+    if config.option.nbval_cell_timeout == DEFAULT_CELL_TIMEOUT:
         # One place for the cell timeout: the site build's, in _config.yml.
         timeout = chapters.cell_timeout(Path(config.rootpath))
         if timeout is not None:
             config.option.nbval_cell_timeout = timeout
 
-
-#: nbval's own default for --nbval-cell-timeout (nbval 0.11): "not given on the command line".
-NBVAL_DEFAULT_TIMEOUT = 2000
 
 
 def pytest_collect_file(file_path: Path, parent):

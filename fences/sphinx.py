@@ -24,6 +24,7 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 from . import chapter as chapters
+from .upstream import myst_nb, theme
 
 logger = logging.getLogger(__name__)
 
@@ -55,16 +56,16 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
     merged back here from the same cache, so the download is the executed
     notebook either way.
     """
-    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+    executed = myst_nb.executed_notebook(app.outdir, pagename)
     if not executed.exists():
         return
     import nbformat
 
     nb = nbformat.read(executed, as_version=4)
     if any(c.cell_type == "code" and c.execution_count is None for c in nb.cells):
-        from jupyter_cache import get_cache
+        from .upstream.jupyter_cache import get_cache
 
-        cache = get_cache(app.env.mystnb_config.execution_cache_path)
+        cache = get_cache(myst_nb.cache_path_of(app))
         try:
             _, nb = cache.merge_match_into_notebook(nb)
         except KeyError:
@@ -76,7 +77,7 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, target)
-    context["ipynb_source"] = f"{pagename}.ipynb"
+    theme.offer_download(context, f"{pagename}.ipynb")
 
 
 def run_problems(nb) -> list[str]:
@@ -105,22 +106,8 @@ def run_problems(nb) -> list[str]:
 
 
 def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
-    """Include each script once: one tag per source file, one per inline body.
-
-    Under Jupyter Book 1.x two scripts arrive twice, and the copies are
-    JavaScript errors on every page: sphinx-thebe's inline configuration
-    (``const THEBE_JS_URL`` declared twice; Sphinx holds it once with
-    filename None and once with "") and a local ``mathjax_path`` (once with
-    ``defer``, once without; MathJax loaded twice fails to start).
-    """
-    seen, kept = set(), []
-    for script in context.get("script_files", []):
-        filename = str(getattr(script, "filename", script) or "")
-        key = filename or getattr(script, "attributes", {}).get("body", "")
-        if key not in seen:
-            seen.add(key)
-            kept.append(script)
-    context["script_files"] = kept
+    """Include each script once (see ``fences.upstream.theme.dedupe_scripts``)."""
+    theme.dedupe_scripts(context)
 
 
 class Cited(SphinxDirective):

@@ -14,10 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from jupyter_cache import get_cache
-from jupyter_cache.base import CacheBundleIn
 
 from fences import cachekey
+from fences.upstream.jupyter_cache import get_cache, store
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -51,7 +50,7 @@ def cache_with(tmp_path: Path, text: str):
         if cell.cell_type == "code":
             cell.execution_count, cell.outputs = 1, []
     cache = get_cache(tmp_path / ".jupyter_cache")
-    cache.cache_notebook_bundle(CacheBundleIn(nb, str(chapter)), check_validity=False, overwrite=True)
+    store(cache, nb, str(chapter), 0.0)
     return cache, chapter
 
 

@@ -24,36 +24,28 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from jupyter_cache import get_cache
-from jupyter_cache.base import CacheBundleIn
-from jupyter_cache.executors.utils import single_nb_execution
-from myst_nb.core.read import read_myst_markdown_notebook
-from myst_parser.config.main import MdParserConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fences.cachekey import cache_path  # noqa: E402
 from fences.chapter import cell_timeout, header_problems, toc_files  # noqa: E402
+from fences.upstream import jupyter_cache, myst_nb  # noqa: E402
 
 TIMEOUT = cell_timeout(ROOT)
 
 
-def read(path: Path, text: str | None = None):
-    """The chapter as myst-nb reads it, so its cache key is the one the build looks up."""
-    text = path.read_text(encoding="utf-8") if text is None else text
-    return read_myst_markdown_notebook(text, MdParserConfig(), add_source_map=True, path=path)
+read = myst_nb.read_notebook  # as the build reads it, so the cache keys match
 
 
 def execute(job):
     path, nb = job
-    result = single_nb_execution(nb, cwd=str(path.parent), timeout=TIMEOUT,
-                                 allow_errors=False, meta_override=True)
-    return path, nb, result.err is None, result.time
+    ok, seconds = jupyter_cache.execute(nb, cwd=str(path.parent), timeout=TIMEOUT)
+    return path, nb, ok, seconds
 
 
 def main(argv: list[str]) -> int:
-    cache = get_cache(cache_path(Path(argv[0]) if argv else ROOT / "_build" / ".jupyter_cache"))
+    cache = jupyter_cache.get_cache(cache_path(Path(argv[0]) if argv else ROOT / "_build" / ".jupyter_cache"))
     pending = []
     for path in toc_files(ROOT):
         text = path.read_text(encoding="utf-8") if path.exists() else None
@@ -73,8 +65,7 @@ def main(argv: list[str]) -> int:
         for path, nb, ok, seconds in pool.map(execute, pending):
             name = path.relative_to(ROOT)
             if ok:
-                cache.cache_notebook_bundle(CacheBundleIn(nb, str(path), data={"execution_seconds": seconds}),
-                                            check_validity=False, overwrite=True)
+                jupyter_cache.store(cache, nb, str(path), seconds)
                 print(f"preexecute: {name} executed in {seconds:.1f} s, cached", flush=True)
             else:
                 print(f"preexecute: {name} FAILED; the build will execute it and report the cell", flush=True)

@@ -1,0 +1,45 @@
+"""jupyter-cache (written against 1.0.1): the execution cache the build reads.
+
+- ``execute``: ``jupyter_cache.executors.utils.single_nb_execution``, the
+  nbclient call jupyter-cache's own executors make. ``tools/preexecute.py``
+  runs chapters in parallel with it (measured faster than
+  ``jcache project execute -e local-parallel``: 17.0 s against 22.7 s, see
+  benchmarks/README.md).
+- ``store``: ``CacheBundleIn`` + ``cache_notebook_bundle``, the write the
+  executors make after a run.
+- ``merge_outputs``: ``merge_match_into_notebook`` (public), used to put
+  outputs back into myst-nb's output-less download (see ``.myst_nb``).
+"""
+from __future__ import annotations
+
+import inspect
+
+from jupyter_cache import get_cache
+from jupyter_cache.base import CacheBundleIn
+from jupyter_cache.executors.utils import single_nb_execution
+
+__all__ = ["get_cache", "execute", "store", "check"]
+
+
+def execute(nb, cwd: str, timeout: float):
+    """Run ``nb`` in a fresh kernel; returns (ok, seconds)."""
+    result = single_nb_execution(nb, cwd=cwd, timeout=timeout, allow_errors=False,
+                                 meta_override=True)
+    return result.err is None, result.time
+
+
+def store(cache, nb, uri: str, seconds: float) -> None:
+    cache.cache_notebook_bundle(CacheBundleIn(nb, uri, data={"execution_seconds": seconds}),
+                                check_validity=False, overwrite=True)
+
+
+def check() -> None:
+    params = inspect.signature(single_nb_execution).parameters
+    for name in ("nb", "cwd", "timeout", "allow_errors", "meta_override"):
+        assert name in params, f"jupyter-cache: single_nb_execution has no {name!r}"
+    fields = inspect.signature(CacheBundleIn).parameters
+    assert {"nb", "uri", "data"} <= set(fields), f"jupyter-cache: CacheBundleIn takes {fields}"
+    from jupyter_cache.base import JupyterCacheAbstract
+
+    for name in ("cache_notebook_bundle", "match_cache_notebook", "merge_match_into_notebook"):
+        assert hasattr(JupyterCacheAbstract, name), f"jupyter-cache: no {name}"

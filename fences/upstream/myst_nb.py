@@ -1,0 +1,50 @@
+"""myst-nb (written against 1.4.0) and myst-parser (3.0.1): how the build reads a chapter.
+
+- ``read_notebook``: myst-nb's own reader (``myst_nb.core.read``, not a
+  documented API). ``tools/preexecute.py`` must read a chapter exactly as the
+  build does, or the execution cache's key (a hash of the code cells) would
+  not match and the build would execute it again.
+- ``executed_notebook``: myst-nb writes ``jupyter_execute/<page>.ipynb`` from
+  the notebook it *read*, not the one merged with the execution cache, so a
+  page served from the cache is written without outputs (myst-nb 1.x).
+  ``fences.sphinx`` merges the outputs back before offering the download.
+"""
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+from myst_nb.core.read import read_myst_markdown_notebook
+from myst_parser.config.main import MdParserConfig
+
+__all__ = ["read_notebook", "executed_notebook", "cache_path_of", "check"]
+
+
+def read_notebook(path: Path, text: str | None = None):
+    """The chapter as myst-nb's reader makes it (the cache key the build looks up)."""
+    text = Path(path).read_text(encoding="utf-8") if text is None else text
+    return read_myst_markdown_notebook(text, MdParserConfig(), add_source_map=True, path=path)
+
+
+def executed_notebook(outdir: str | Path, pagename: str) -> Path:
+    """Where myst-nb wrote the page's notebook: ``<outdir>/../jupyter_execute/<page>.ipynb``."""
+    return Path(outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+
+
+def cache_path_of(app) -> str:
+    """The execution cache myst-nb reads (``app.env.mystnb_config``, set at builder-inited)."""
+    return app.env.mystnb_config.execution_cache_path
+
+
+def check() -> None:
+    params = inspect.signature(read_myst_markdown_notebook).parameters
+    for name in ("config", "add_source_map", "path"):
+        assert name in params, f"myst-nb: read_myst_markdown_notebook has no {name!r}"
+    from myst_nb.core.config import NbParserConfig
+
+    assert "execution_cache_path" in NbParserConfig.__dataclass_fields__, \
+        "myst-nb: NbParserConfig has no execution_cache_path"
+    import myst_nb.sphinx_ext
+
+    assert "jupyter_execute" in inspect.getsource(myst_nb.sphinx_ext), \
+        "myst-nb: executed notebooks are no longer written to jupyter_execute/"
