@@ -215,17 +215,38 @@ def table(rows, headers):
     display(Markdown("\n".join(lines)))
 
 
-def torch_build() -> str:
-    """One line naming the torch that runs this code: version and build kind."""
-    import torch
+def torch_build(version=None) -> str:
+    """One line naming the torch that runs this code: version and build kind.
 
-    if torch.version.cuda:
-        kind = f"CUDA {torch.version.cuda} build"
-    elif getattr(torch.version, "hip", None):
-        kind = f"ROCm {torch.version.hip} build"
+    ``version`` is a ``torch.version``-like object; by default the imported
+    torch's. ``installed_torch_version()`` gives one without importing torch.
+    """
+    if version is None:
+        import torch
+
+        version = torch.version
+    if getattr(version, "cuda", None):
+        kind = f"CUDA {version.cuda} build"
+    elif getattr(version, "hip", None):
+        kind = f"ROCm {version.hip} build"
     else:
         kind = "CPU-only build"
-    return f"torch {torch.__version__} ({kind})"
+    return f"torch {version.__version__} ({kind})"
+
+
+def installed_torch_version():
+    """torch's ``version`` module, read from its file without importing torch (seconds)."""
+    import importlib.util
+    import types
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return None
+    namespace: dict = {}
+    exec((Path(spec.origin).parent / "version.py").read_text(), namespace)  # noqa: S102
+    return types.SimpleNamespace(**{k: v for k, v in namespace.items()
+                                    if not k.startswith("__") or k == "__version__"})
 
 
 #: Generated inputs per universal claim unless a fence says otherwise.

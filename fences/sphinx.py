@@ -7,9 +7,12 @@
   ``jupyter-book build -W`` fails on it.
 - The execution cache is keyed on torch, ``fences/`` and the installed
   packages (``fences.cachekey``), so no build serves a stale page.
+- Every executed page says, under its title, which torch executed it, when.
 - ``{cited}``: a claim the book cites rather than proves, labelled as such.
 - Every page offers its executed notebook as an ``.ipynb`` download, after
-  checking that the build's run went top to bottom (``run_problems``).
+  checking that the build's run went top to bottom (``run_problems``). The
+  download starts with a cell that installs what it needs, from this
+  project's wheel, which the site ships beside the notebooks.
 - Scripts that Jupyter Book 1.x includes twice are included once.
 
 Enabled in ``_config.yml`` under ``sphinx: extra_extensions``.
@@ -74,10 +77,70 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
     for problem in run_problems(nb):
         logger.warning(f"the executed notebook did not run top to bottom: {problem}",
                        location=pagename, type="fences", subtype="notebook")
+    nb.cells[0:0] = setup_cells()
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, target)
     theme.offer_download(context, f"{pagename}.ipynb")
+
+
+#: The wheel of this project, shipped beside the downloadable notebooks.
+WHEEL_DIR = "_sources/book"
+REPOSITORY = "https://github.com/tensor-fences/tensor-fences"
+
+SETUP_NOTE = """**Run this first** if you downloaded this notebook. The next cell installs
+the book's helpers (the `fences` package) and what the chapter imports, when they
+are missing: from `tensor_fences-*.whl` if you saved it beside this notebook (the
+site offers it next to every notebook), otherwise from the book's repository,
+{repository}. You need Python 3.10+ with pip and Jupyter.""".format(repository=REPOSITORY)
+
+SETUP_CODE = f"""# Installs the book's helpers if they are missing; does nothing otherwise.
+import glob, importlib.util, subprocess, sys
+if importlib.util.find_spec("fences") is None:
+    wheels = sorted(glob.glob("tensor_fences-*.whl"))
+    if wheels:  # saved beside this notebook
+        source = wheels[-1] + "[book]"
+    else:
+        source = "tensor-fences[book] @ git+{REPOSITORY}"
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", source])
+    importlib.invalidate_caches()"""
+
+
+def setup_cells() -> list:
+    """The first cells of a downloaded notebook: say what to do, then install what it needs."""
+    from nbformat.v4 import new_code_cell, new_markdown_cell
+
+    return [new_markdown_cell(SETUP_NOTE),
+            new_code_cell(SETUP_CODE, metadata={"tags": ["setup-for-download"]})]
+
+
+def _ship_wheel(app, exception) -> None:
+    """Build this project's wheel beside the notebooks (skipped when fences/ is unchanged)."""
+    if exception is not None or app.builder.format != "html":
+        return
+    import hashlib
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for path in sorted((root / "fences").rglob("*.py")) + [root / "pyproject.toml"]:
+        digest.update(path.read_bytes())
+    target = Path(app.outdir) / WHEEL_DIR
+    stamp = target / ".wheel-key"
+    if stamp.exists() and stamp.read_text() == digest.hexdigest() and any(target.glob("*.whl")):
+        return
+    target.mkdir(parents=True, exist_ok=True)
+    for old in target.glob("*.whl"):
+        old.unlink()
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                           "--no-build-isolation", "-w", str(target), str(root)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        logger.warning(f"could not build the wheel for downloaded notebooks: {done.stderr[-500:]}",
+                       type="fences", subtype="wheel")
+        return
+    stamp.write_text(digest.hexdigest())
 
 
 def run_problems(nb) -> list[str]:
@@ -140,6 +203,29 @@ class Cited(SphinxDirective):
         return [node]
 
 
+def _executed_with(app, doctree, docname) -> None:
+    """Put "Executed with torch X on DATE" under the title of every executed page.
+
+    One mechanism for every page: the torch is the one installed for this
+    build (a cached page was executed under the same torch: the cache is
+    keyed on it), the date is myst-nb's record of the run.
+    """
+    import datetime
+
+    from . import installed_torch_version, torch_build
+
+    data = myst_nb.exec_data(app.env, docname)
+    sections = list(doctree.findall(nodes.section))
+    if not data or not data.get("succeeded") or not sections:
+        return
+    when = datetime.datetime.fromtimestamp(data["mtime"], datetime.timezone.utc)
+    para = nodes.paragraph(classes=["tf-executed"])
+    para += nodes.Text(f"Executed with {torch_build(installed_torch_version())} on "
+                       f"{when:%Y-%m-%d}. Every fence on this page passed in that run.")
+    title = sections[0].next_node(nodes.title)
+    title.parent.insert(title.parent.index(title) + 1, para)
+
+
 def _key_the_cache(app, config) -> None:
     """Point myst-nb's execution cache at a folder named by ``fences.cachekey.key()``."""
     from . import cachekey
@@ -157,6 +243,8 @@ def _check_book(app) -> None:
 def setup(app):
     app.add_directive("cited", Cited)
     app.connect("config-inited", _key_the_cache)
+    app.connect("doctree-resolved", _executed_with)
+    app.connect("build-finished", _ship_wheel)
     app.connect("builder-inited", _check_book)
     app.connect("html-page-context", _dedupe_scripts)
     app.connect("source-read", _check_source)

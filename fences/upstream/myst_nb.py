@@ -17,7 +17,7 @@ from pathlib import Path
 from myst_nb.core.read import read_myst_markdown_notebook
 from myst_parser.config.main import MdParserConfig
 
-__all__ = ["read_notebook", "executed_notebook", "cache_path_of", "check"]
+__all__ = ["read_notebook", "executed_notebook", "cache_path_of", "exec_data", "check"]
 
 
 def read_notebook(path: Path, text: str | None = None):
@@ -36,7 +36,22 @@ def cache_path_of(app) -> str:
     return app.env.mystnb_config.execution_cache_path
 
 
+def exec_data(env, docname: str) -> dict | None:
+    """What myst-nb recorded of the page's execution: ``mtime``, ``runtime``, ``succeeded``.
+
+    Read from ``NbMetadataCollector`` (``myst_nb.sphinx_``), which the
+    execution statistics table also reads.
+    """
+    from myst_nb.sphinx_ import NbMetadataCollector
+
+    return NbMetadataCollector.get_doc_data(env).get(docname, {}).get("exec_data")
+
+
 def check() -> None:
+    from myst_nb.sphinx_ import NbMetadataCollector
+
+    assert callable(getattr(NbMetadataCollector, "get_doc_data", None)), \
+        "myst-nb: NbMetadataCollector.get_doc_data is gone"
     params = inspect.signature(read_myst_markdown_notebook).parameters
     for name in ("config", "add_source_map", "path"):
         assert name in params, f"myst-nb: read_myst_markdown_notebook has no {name!r}"
