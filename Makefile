@@ -17,13 +17,14 @@ BIN    := $(VENV)/bin
 WANTED := $(TORCH) $(TORCH_INDEX) $(EXTRAS)
 STAMP  := $(VENV)/.installed-$(shell printf '%s' '$(WANTED)' | cksum | cut -d' ' -f1)
 
-.PHONY: help book test matrix check-site bench clean
+.PHONY: help book test matrix check-site check-site-tools pdf bench clean
 
 help:
 	@echo "make book        build the site into _build/html, executing every fence"
 	@echo "make test        run every chapter's fences and the tests of fences/ under pytest"
 	@echo "make matrix      run every fence on each supported torch release; writes results/"
 	@echo "make check-site  open every built page in headless Chromium and check it"
+	@echo "make pdf         print the built site to _build/html/tensor-fences.pdf and check it"
 	@echo "make bench       time the verify loop against its floor (benchmarks/bench.py)"
 	@echo "make clean       remove _build (keeps .venv)"
 
@@ -63,11 +64,23 @@ test: $(STAMP)
 matrix: $(STAMP)
 	$(BIN)/python tools/matrix.py $(RELEASES)
 
-# Debian's chromium, driven by Playwright for Python (no browser download).
-check-site: $(STAMP)
+# Debian's chromium, driven by Playwright for Python (no browser download);
+# axe-core from npm for the accessibility audit.
+AXE := _build/.tools/node_modules/axe-core/axe.min.js
+$(AXE):
+	npm install --silent --no-audit --no-fund --prefix _build/.tools axe-core@4
+
+check-site-tools: $(STAMP) $(AXE)
 	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
-	@$(BIN)/python -c "import playwright" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[check-site]' '$(TORCH)'
+	@$(BIN)/python -c "import playwright, pypdf" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[check-site]' '$(TORCH)'
+
+check-site: check-site-tools
 	$(BIN)/python tools/check_site.py _build/html
+	TORCH='$(TORCH)' $(BIN)/python tools/check_notebooks.py _build/html
+
+# The whole book as one PDF, printed by the same Chromium, linked from the landing page.
+pdf: $(SITE) check-site-tools
+	$(BIN)/python tools/pdf.py _build/html
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py

@@ -2,15 +2,19 @@
 
     python tools/check_site.py [_build/html]        (make check-site)
 
-Serves the folder on 127.0.0.1, then for each chapter page asserts: the
-title names the page, no error/traceback/stderr output, every glued value
-rendered, no console error, the .ipynb download offered. Then searches for
-"stride" and expects the views chapter among the results. Saves one
-screenshot per page under _build/screenshots/. Exits 1 on any failure.
+Serves the folder on 127.0.0.1, then opens each page at 1400 px and 390 px
+wide, in light and dark mode, and asserts: the title names the page, no
+error/traceback/stderr output, every glued value rendered and not bold, no
+console error, the .ipynb download offered, input code that scrolls instead
+of wrapping, no sideways scroll of the whole page, an "Executed with torch"
+line on executed pages, and no serious or critical accessibility violation
+(axe-core, WCAG 2 A/AA: contrast included). Then searches for each
+chapter's topic and expects that chapter first. Saves a screenshot per page,
+width and mode under _build/screenshots/ (the workflow keeps them). Exits 1
+on any failure.
 
-First it checks itself: a good page must pass, and a page with a
-traceback, an empty glued value, a console error and no download must
-fail for each of them.
+First it checks itself: a good page must pass, and a page planted with each
+defect it looks for must fail for each of them.
 """
 from __future__ import annotations
 
@@ -29,6 +33,28 @@ CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SHOTS = ROOT / "_build" / "screenshots"
+#: axe-core's script, installed by `make check-site` with npm (AXE overrides).
+AXE = Path(__import__("os").environ.get(
+    "AXE", ROOT / "_build" / ".tools" / "node_modules" / "axe-core" / "axe.min.js"))
+VIEWS = [("desktop", 1400, "light"), ("desktop", 1400, "dark"),
+         ("phone", 390, "light"), ("phone", 390, "dark")]
+#: A search for the topic must list the chapter first.
+SEARCHES = {"stride": "views", "promotion": "promotion", "bfloat16": "dtypes",
+            "accelerator": "devices", "from_numpy": "creation"}
+
+# Measured in the page: facts a reader would see, as one JSON object.
+LAYOUT_JS = """() => {
+  const pres = [...document.querySelectorAll('div.cell_input pre')];
+  const wrapping = pres.filter(p => !['pre', 'nowrap'].includes(getComputedStyle(p).whiteSpace));
+  const glued = [...document.querySelectorAll('span.pasted-text, span.pasted-inline')];
+  return {
+    overflow: document.documentElement.scrollWidth - window.innerWidth,
+    wrapping: wrapping.length,
+    bold: glued.filter(g => parseInt(getComputedStyle(g).fontWeight) >= 600).length,
+    executed: document.querySelectorAll('p.tf-executed').length,
+    cells: document.querySelectorAll('div.cell').length,
+  };
+}"""
 
 
 def serve(folder: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
@@ -43,7 +69,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def check_page(page, url: str, pagename: str) -> list[str]:
+def check_page(page, url: str, pagename: str, view: str = "") -> list[str]:
     """Problems found on one page (empty when it is fine)."""
     problems: list[str] = []
     console: list[str] = []
@@ -75,35 +101,81 @@ def check_page(page, url: str, pagename: str) -> list[str]:
         problems.append(f"{len(empty)} glued value(s) rendered empty")
     if page.locator('a[href$=".ipynb"]').count() == 0:
         problems.append("no .ipynb download link")
+    problems += layout_problems(page.evaluate(LAYOUT_JS))
+    problems += accessibility_problems(page)
     problems += [f"console: {c}" for c in console]
     SHOTS.mkdir(parents=True, exist_ok=True)
     if not pagename.startswith(("good", "bad")):
-        page.screenshot(path=str(SHOTS / f"{pagename.replace('/', '_')}.png"), full_page=False)
+        name = pagename.replace("/", "_") + (f"-{view}" if view else "")
+        page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=False)
     return problems
 
 
-def check_search(page, url: str) -> list[str]:
-    page.goto(f"{url}/search.html?q=stride", wait_until="load")
+def layout_problems(facts: dict) -> list[str]:
+    """What the page's measured layout gets wrong for a reader."""
+    problems = []
+    if facts["overflow"] > 1:
+        problems.append(f"the page scrolls sideways by {facts['overflow']} px")
+    if facts["wrapping"]:
+        problems.append(f"{facts['wrapping']} input code block(s) wrap lines "
+                        "(a wrapped line reads as another statement)")
+    if facts["bold"]:
+        problems.append(f"{facts['bold']} glued value(s) rendered bold")
+    if facts["cells"] and not facts["executed"]:
+        problems.append("no 'Executed with torch ...' line on an executed page")
+    return problems
+
+
+def accessibility_problems(page) -> list[str]:
+    """Serious and critical axe-core violations (WCAG 2 A and AA), one line per rule."""
+    page.add_script_tag(path=str(AXE))
+    result = page.evaluate("""async () => {
+      const r = await axe.run(document, {runOnly: {type: 'tag',
+                                         values: ['wcag2a', 'wcag2aa']}});
+      return r.violations.filter(v => ['serious', 'critical'].includes(v.impact))
+        .map(v => ({id: v.id, impact: v.impact, n: v.nodes.length,
+                    where: v.nodes.slice(0, 2).map(n => n.target.join(' ')),
+                    why: v.nodes[0].failureSummary}));
+    }""")
+    return [f"accessibility ({v['impact']}) {v['id']}: {v['n']} element(s), e.g. {v['where']}: "
+            f"{(v['why'] or '').splitlines()[-1][:160]}" for v in result]
+
+
+def check_search(page, url: str, query: str, chapter: str) -> list[str]:
+    """A search for a chapter's topic lists that chapter first."""
+    page.goto(f"{url}/search.html?q={query}", wait_until="load")
     try:
         page.wait_for_selector("#search-results ul li a, ul.search li a", timeout=15000)
     except Exception:  # noqa: BLE001 - any timeout is the failure we report
-        return ["search for 'stride' returned no results"]
+        return [f"search for {query!r} returned no results"]
     links = page.locator("#search-results ul li a, ul.search li a")
     hrefs = [links.nth(i).get_attribute("href") or "" for i in range(links.count())]
     SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / "search-stride.png"))
-    if not any("views" in h for h in hrefs):
-        return [f"search for 'stride' did not return the views chapter (got {hrefs})"]
+    page.screenshot(path=str(SHOTS / f"search-{query}.png"))
+    if not hrefs or f"{chapter}.html" not in hrefs[0]:
+        return [f"search for {query!r} does not list the {chapter} chapter first (got {hrefs[:4]})"]
     return []
 
 
-GOOD = """<html><head><title>Good page &#8212; Tensor Fences</title><link rel="icon" href="data:,"></head><body><main>
-<h1>Good page</h1><p>value <span class="pasted-text">42</span></p>
+HEAD = ('<html lang="en"><head><meta name="viewport" content="width=device-width">'
+        '<title>{title} &#8212; Tensor Fences</title><link rel="icon" href="data:,"></head>')
+GOOD = HEAD.format(title="Good page") + """<body><main>
+<h1>Good page</h1><p class="tf-executed">Executed with torch</p>
+<p>value <span class="pasted-text">42</span></p>
+<div class="cell"><div class="cell_input"><pre tabindex="0">x = 1</pre></div></div>
 <a href="good.ipynb">.ipynb</a></main></body></html>"""
-BAD = """<html><head><title>Bad page &#8212; Tensor Fences</title><link rel="icon" href="data:,"></head><body><main>
-<h1>Bad page</h1><p>value <span class="pasted-text"></span></p>
+BAD = HEAD.format(title="Bad page") + """<body><main>
+<h1>Bad page</h1><p>value <span class="pasted-text"></span>
+<span class="pasted-text" style="font-weight:700">7</span></p>
+<div class="cell"><div class="cell_input"><pre style="white-space:pre-wrap">x = 1</pre></div></div>
+<div style="width:3000px">wide</div>
+<p style="color:#bbb;background:#fff">faint text</p>
 <div class="output traceback"><pre>Traceback (most recent call last): AssertionError</pre></div>
 <script>console.error("boom")</script></main></body></html>"""
+#: Each defect planted in BAD, and the words the checker must fail it with.
+PLANTED = ["traceback output", "Traceback (most recent", "rendered empty", "no .ipynb download",
+           "console: boom", "rendered bold", "wrap lines", "scrolls sideways",
+           "no 'Executed with torch", "color-contrast"]
 
 
 def self_test(browser) -> list[str]:
@@ -117,10 +189,8 @@ def self_test(browser) -> list[str]:
         Path(tmp, "good.ipynb").write_text("{}")
         server, url = serve(Path(tmp))
         try:
-            for name, expected in (("good", []), ("bad", ["traceback output", "Traceback (most recent",
-                                                          "rendered empty", "no .ipynb download",
-                                                          "console: boom"])):
-                page = browser.new_page()
+            for name, expected in (("good", []), ("bad", PLANTED)):
+                page = browser.new_page(viewport={"width": 390, "height": 800})
                 problems = check_page(page, url, name)
                 page.close()
                 text = "\n".join(problems)
@@ -151,24 +221,31 @@ def main(argv: list[str]) -> int:
             print("ok   self-test: the checker fails a page with each defect" if not broken else
                   "FAIL self-test\n     - " + "\n     - ".join(broken))
             failures += bool(broken)
+            checks = 1
             for name in pages:
-                page = browser.new_page(viewport={"width": 1280, "height": 900})
-                problems = check_page(page, url, name)
+                for device, width, mode in VIEWS:
+                    page = browser.new_page(viewport={"width": width, "height": 900},
+                                            color_scheme=mode)
+                    problems = check_page(page, url, name, f"{device}-{mode}")
+                    page.close()
+                    checks += 1
+                    failures += bool(problems)
+                    print(f"{'ok  ' if not problems else 'FAIL'} {name} ({width} px, {mode})")
+                    for p in problems:
+                        print(f"     - {p}")
+            for query, chapter in SEARCHES.items():
+                page = browser.new_page()
+                problems = check_search(page, url, query, chapter)
                 page.close()
+                checks += 1
                 failures += bool(problems)
-                print(f"{'ok  ' if not problems else 'FAIL'} {name}")
+                print(f"{'ok  ' if not problems else 'FAIL'} search {query!r}")
                 for p in problems:
                     print(f"     - {p}")
-            page = browser.new_page()
-            problems = check_search(page, url)
-            failures += bool(problems)
-            print(f"{'ok  ' if not problems else 'FAIL'} search 'stride'")
-            for p in problems:
-                print(f"     - {p}")
             browser.close()
     finally:
         server.shutdown()
-    print(f"check-site: {len(pages) + 2 - failures} passed, {failures} failed; screenshots in {SHOTS}")
+    print(f"check-site: {checks - failures} passed, {failures} failed; screenshots in {SHOTS}")
     return 1 if failures else 0
 
 

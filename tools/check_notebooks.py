@@ -1,0 +1,85 @@
+"""A reader with only a downloaded notebook can run it: checked in a fresh environment.
+
+    python tools/check_notebooks.py [_build/html]        (run by make check-site)
+
+For every chapter, downloads its ``.ipynb`` and the wheel offered beside it
+from the served site into an empty folder, creates a fresh virtual
+environment holding only torch (``TORCH``, from the local wheel cache is
+fine: a reader has torch already) and a Jupyter runner (nbclient, ipykernel),
+and executes the notebook top to bottom there. The notebook's own first cell
+must install everything else. Fails on any error, naming the chapter.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from check_site import serve  # noqa: E402
+
+from fences.chapter import toc_files  # noqa: E402
+from fences.sphinx import WHEEL_DIR  # noqa: E402
+
+TORCH = os.environ.get("TORCH", "torch==2.13.0")
+RUNNER = ["nbclient>=0.10", "ipykernel>=6"]
+
+
+def fresh_env(folder: Path) -> Path:
+    """A new venv with torch and a notebook runner only; returns its python."""
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+    python = folder / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", TORCH, *RUNNER], check=True)
+    return python
+
+
+def download(url: str, target: Path) -> Path:
+    with urllib.request.urlopen(url) as response:  # noqa: S310 - our own local server
+        target.write_bytes(response.read())
+    return target
+
+
+def main(argv: list[str]) -> int:
+    site = Path(argv[0]) if argv else ROOT / "_build" / "html"
+    wheels = sorted((site / WHEEL_DIR).glob("*.whl"))
+    if not wheels:
+        print(f"check-notebooks: no wheel in {site / WHEEL_DIR}; run `make book`", file=sys.stderr)
+        return 1
+    pages = [p.relative_to(ROOT).with_suffix("").as_posix() for p in toc_files(ROOT)]
+    server, url = serve(site)
+    failures = 0
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            start = time.monotonic()
+            python = fresh_env(Path(tmp) / "env")
+            print(f"check-notebooks: fresh environment with {TORCH} "
+                  f"in {time.monotonic() - start:.0f} s", flush=True)
+            for name in pages:
+                work = Path(tmp) / name.replace("/", "_")
+                work.mkdir()
+                nb = download(f"{url}/_sources/{name}.ipynb", work / f"{Path(name).stem}.ipynb")
+                download(f"{url}/{WHEEL_DIR}/{wheels[-1].name}", work / wheels[-1].name)
+                start = time.monotonic()
+                run = subprocess.run([str(python.parent / "jupyter-execute"), "--timeout=600",
+                                      str(nb)], cwd=work, capture_output=True, text=True)
+                ok = run.returncode == 0
+                failures += not ok
+                print(f"{'ok  ' if ok else 'FAIL'} {name} ({time.monotonic() - start:.0f} s)",
+                      flush=True)
+                if not ok:
+                    print("     " + "\n     ".join((run.stdout + run.stderr).splitlines()[-15:]))
+    finally:
+        server.shutdown()
+    print(f"check-notebooks: {len(pages) - failures} ran, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

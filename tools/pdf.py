@@ -1,0 +1,112 @@
+"""Print the built site to one PDF, in reading order, and check it.
+
+    python tools/pdf.py [_build/html]        (make pdf)
+
+Opens every page of ``_toc.yml`` in headless Chromium (the one the site
+check uses), prints it with the site's print style, and joins the pages into
+``_build/html/tensor-fences.pdf``, which the landing page links. Then reads
+the PDF back and fails if a chapter title is missing, raw MyST shows
+(``{glue``, ``{code-cell}``, ``:::``, a backtick fence), a glued value is
+empty on the page it was printed from, or a page with figures lost them.
+"""
+from __future__ import annotations
+
+import io
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from check_site import CHROMIUM, FLAGS, serve  # noqa: E402
+
+from fences.chapter import toc_files  # noqa: E402
+
+OUT_NAME = "tensor-fences.pdf"
+RAW_MYST = re.compile(r"\{glue|\{code-cell\}|^:::|^```\{|\{term\}`|\{torch\}`", re.M)
+
+
+def print_pages(url: str, pages: list[str]) -> list[tuple[str, bytes, dict]]:
+    """Each page as PDF bytes, with what the HTML held: title, figures, empty glue."""
+    from playwright.sync_api import sync_playwright
+
+    printed = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        for name in pages:
+            page = browser.new_page()
+            page.goto(f"{url}/{name}.html", wait_until="load")
+            page.emulate_media(media="print")
+            facts = page.evaluate("""() => ({
+              title: (document.querySelector('main h1') || {}).innerText || '',
+              figures: document.querySelectorAll('main img').length,
+              empty: [...document.querySelectorAll('span.pasted-text, span.pasted-inline')]
+                       .filter(g => !g.innerText.trim()).length,
+            })""")
+            facts["title"] = facts["title"].strip().rstrip("#").strip()
+            printed.append((name, page.pdf(format="A4", print_background=True,
+                                           margin={"top": "15mm", "bottom": "15mm",
+                                                   "left": "12mm", "right": "12mm"}), facts))
+            page.close()
+        browser.close()
+    return printed
+
+
+def problems_of(printed) -> list[str]:
+    """What the joined PDF gets wrong, page by page."""
+    from pypdf import PdfReader
+
+    problems = []
+    for name, data, facts in printed:
+        reader = PdfReader(io.BytesIO(data))
+        text = "\n".join(p.extract_text() or "" for p in reader.pages)
+        flat = " ".join(text.split())
+        if facts["title"] and " ".join(facts["title"].split()) not in flat:
+            problems.append(f"{name}: its title {facts['title']!r} is not in the PDF")
+        raw = RAW_MYST.search(text)
+        if raw:
+            problems.append(f"{name}: raw MyST in the PDF: {raw.group(0)!r}")
+        if facts["empty"]:
+            problems.append(f"{name}: {facts['empty']} glued value(s) empty")
+        images = sum(len(p.images) for p in reader.pages)
+        if facts["figures"] and images == 0:
+            problems.append(f"{name}: {facts['figures']} figure(s) on the page, none in the PDF")
+    return problems
+
+
+def join(printed, target: Path) -> int:
+    from pypdf import PdfWriter
+
+    writer = PdfWriter()
+    for name, data, facts in printed:
+        writer.append(io.BytesIO(data), outline_item=facts["title"] or name)
+    with target.open("wb") as out:
+        writer.write(out)
+    return len(writer.pages)
+
+
+def main(argv: list[str]) -> int:
+    folder = Path(argv[0]) if argv else ROOT / "_build" / "html"
+    if not (folder / "index.html").exists():
+        print(f"pdf: {folder}/index.html is missing; run `make book` first", file=sys.stderr)
+        return 1
+    pages = [p.relative_to(ROOT).with_suffix("").as_posix() for p in toc_files(ROOT)]
+    server, url = serve(folder)
+    try:
+        printed = print_pages(url, pages)
+    finally:
+        server.shutdown()
+    target = folder / OUT_NAME
+    count = join(printed, target)
+    problems = problems_of(printed)
+    for p in problems:
+        print(f"FAIL {p}")
+    print(f"pdf: {target} ({count} pages, {target.stat().st_size // 1024} KiB), "
+          f"{len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
