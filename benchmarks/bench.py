@@ -9,6 +9,7 @@ Measures on this machine and prints a table (median of N runs each):
   kernel, no pytest, no Sphinx: the least work that re-verifies the book.
 - cold build: `make book` after removing _build.
 - warm build: `make book` again with nothing changed.
+- edit: `make book` after one code cell of one chapter changed.
 - test: `make test` wall time, with .venv present, the site built and the
   must-fail corpus's proof current (a developer's re-run).
 - test-clean: `make test` with no site and the corpus rerun (a clean clone).
@@ -30,7 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = ROOT / ".venv" / "bin" / "python"
-TARGETS = {"test / floor": 1.5, "cold build / floor": 3.0, "warm / cold build": 0.10}
+TARGETS = {"test / floor": 1.5, "cold build / floor": 3.0, "warm / cold build": 0.10,
+           "book after one edit (s)": 6.0}
 
 FLOOR = r"""
 import os, sys, time
@@ -82,6 +84,23 @@ def cold() -> float:
     return timed(["make", "book"])
 
 
+EDITED = ROOT / "book" / "standard.md"
+
+
+def edit() -> float:
+    """`make book` after editing one code cell of one chapter (a comment added to a fence)."""
+    if not (ROOT / "_build" / "html" / "index.html").exists():
+        timed(["make", "book"])
+    original = EDITED.read_text()
+    marker = ":fence-id: standard-example\n"
+    assert marker in original
+    try:
+        EDITED.write_text(original.replace(marker, marker + f"# bench edit {time.time()}\n"))
+        return timed(["make", "book"])
+    finally:
+        EDITED.write_text(original)
+
+
 def warm() -> float:
     if not (ROOT / "_build" / "html" / "index.html").exists():
         timed(["make", "book"])
@@ -89,7 +108,8 @@ def warm() -> float:
 
 
 # In this order: cold and warm leave a built site behind, which `test` reads.
-MEASURES = {"floor": floor, "cold": cold, "warm": warm, "test": test, "test-clean": test_clean}
+MEASURES = {"floor": floor, "cold": cold, "warm": warm, "edit": edit, "test": test,
+            "test-clean": test_clean}
 
 
 def machine() -> str:
@@ -105,7 +125,7 @@ def machine() -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--only", default="floor,cold,warm,test")
+    parser.add_argument("--only", default="floor,cold,warm,edit,test")
     args = parser.parse_args(argv)
     names = args.only.split(",")
     medians: dict[str, float] = {}
@@ -129,6 +149,8 @@ def main(argv: list[str]) -> int:
             ratios["cold build / floor"] = medians["cold"] / medians["floor"]
     if "cold" in medians and "warm" in medians:
         ratios["warm / cold build"] = medians["warm"] / medians["cold"]
+    if "edit" in medians:
+        ratios["book after one edit (s)"] = medians["edit"]
     if ratios:
         print("\n| ratio | value | target | met |\n|---|---|---|---|")
         for name, value in ratios.items():
