@@ -71,7 +71,7 @@ $(AXE):
 	npm install --silent --no-audit --no-fund --prefix _build/.tools axe-core@4
 
 check-site-tools: $(STAMP) $(AXE)
-	@test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@test "$${CHROMIUM:-}" = bundled || test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@$(BIN)/python -c "import playwright, pypdf" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[check-site]' '$(TORCH)'
 
 check-site: check-site-tools

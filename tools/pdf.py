@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from check_site import CHROMIUM, FLAGS, serve  # noqa: E402
+from check_site import launch, serve  # noqa: E402
 
 from fences.chapter import toc_files  # noqa: E402
 
@@ -34,7 +34,7 @@ def print_pages(url: str, pages: list[str]) -> list[tuple[str, bytes, dict]]:
 
     printed = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        browser = launch(pw)
         for name in pages:
             page = browser.new_page()
             page.goto(f"{url}/{name}.html", wait_until="load")
