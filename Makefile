@@ -76,7 +76,7 @@ check-site-tools: $(STAMP) $(AXE)
 
 check-site: check-site-tools
 	$(BIN)/python tools/check_site.py _build/html
-	TORCH='$(TORCH)' $(BIN)/python tools/check_notebooks.py _build/html
+	TORCH='$(TORCH)' TORCH_INDEX='$(TORCH_INDEX)' $(BIN)/python tools/check_notebooks.py _build/html
 
 # The whole book as one PDF, printed by the same Chromium, linked from the landing page.
 pdf: $(SITE) check-site-tools

@@ -29,6 +29,7 @@ from fences.chapter import toc_files  # noqa: E402
 from fences.sphinx import WHEEL_DIR  # noqa: E402
 
 TORCH = os.environ.get("TORCH", "torch==2.13.0")
+TORCH_INDEX = os.environ.get("TORCH_INDEX", "")  # as in the Makefile
 RUNNER = ["nbclient>=0.10", "ipykernel>=6"]
 
 
@@ -36,7 +37,9 @@ def fresh_env(folder: Path) -> Path:
     """A new venv with torch and a notebook runner only; returns its python."""
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
     python = folder / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", TORCH, *RUNNER], check=True)
+    index = ["--extra-index-url", TORCH_INDEX] if TORCH_INDEX else []
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", *index, TORCH, *RUNNER],
+                   check=True)
     return python
 
 
