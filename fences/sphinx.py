@@ -216,7 +216,8 @@ def _executed_with(app, doctree, docname) -> None:
 
     data = myst_nb.exec_data(app.env, docname)
     sections = list(doctree.findall(nodes.section))
-    if not data or not data.get("succeeded") or not sections:
+    cells = [n for n in doctree.findall(nodes.container) if "cell" in n.get("classes", [])]
+    if not data or not data.get("succeeded") or not sections or not cells:
         return
     when = datetime.datetime.fromtimestamp(data["mtime"], datetime.timezone.utc)
     para = nodes.paragraph(classes=["tf-executed"])

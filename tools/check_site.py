@@ -19,6 +19,7 @@ defect it looks for must fail for each of them.
 from __future__ import annotations
 
 import functools
+import re
 import http.server
 import sys
 import threading
@@ -88,7 +89,8 @@ def check_page(page, url: str, pagename: str, view: str = "") -> list[str]:
     page.wait_for_timeout(300)
 
     h1 = page.locator("main h1").first.inner_text().strip().rstrip("#").strip()
-    title = page.title()
+    h1 = re.sub(r"^\d+(\.\d+)*\.?\s+", "", h1)
+    title = re.sub(r"^\d+(\.\d+)*\.?\s+", "", page.title())  # a numbered chapter: "1. Title"
     if not h1 or not title.startswith(h1) or "Tensor Fences" not in title:
         problems.append(f"title {title!r} does not name the page {h1!r}")
     for selector, what in [("div.output.traceback", "traceback output"),
