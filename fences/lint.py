@@ -142,6 +142,9 @@ def text_problems(text: str) -> list[str]:
         if not m:
             continue
         options = _options(lines, n)
+        if "`" in m.group(2):
+            problems.append(f"line {n}: {{cited}} title with a backtick: MyST renders the "
+                            "whole block as raw text")
         source = options.get("source", "")
         if not re.match(r"https?://\S+", source):
             problems.append(f"line {n}: {{cited}} without a `:source:` URL a reader can open")

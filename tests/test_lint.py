@@ -91,6 +91,8 @@ def test_a_cited_claim_needs_source_and_version():
     assert problems(ok) == []
     no_url = "```{cited}\n:source: the report\n:version: 1\n\nText.\n```\n"
     assert any("without a `:source:` URL" in p for p in problems(no_url))
+    backtick = "```{cited} The `cast` call\n:source: https://example.org/x\n:version: 1\n\nT.\n```\n"
+    assert any("title with a backtick" in p for p in problems(backtick))
     no_version = ":::{cited}\n:source: https://example.org/x\n\nText.\n:::\n"
     assert any("without a `:version:`" in p for p in problems(no_version))
 
