@@ -132,19 +132,18 @@ def _compare_array(answer, expected, what: str) -> None:
                     f"{expected[where]!r}, got {answer[where]!r}")
 
 
-def grade(check, answer) -> bool:
+def grade(check, answer) -> None:
     """Grade the reader's answer with ``check``: print the verdict.
 
-    Unanswered (``None`` or ``...``): prints a hint and returns False. Right:
-    prints "Correct." and returns True. Wrong: ``check`` raises
-    :class:`Wrong`, and the cell fails with its message.
+    Unanswered (``None`` or ``...``): prints a hint. Right: prints
+    "Correct.". Wrong: ``check`` raises :class:`Wrong`, and the cell fails
+    with its message. Returns None, so a cell ending in it shows no value.
     """
     if any(answer is u for u in UNANSWERED):
         print("Not answered yet: replace `None` in `answer` above, then run this cell.")
-        return False
+        return
     check(answer)
     print("Correct.")
-    return True
 
 
 def prove(check, solution, wrong: dict | list) -> None:

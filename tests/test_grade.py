@@ -49,9 +49,9 @@ def test_grade_unanswered_right_and_wrong(capsys):
     def check(answer):
         compare(answer, 3)
 
-    assert grade(check, None) is False
+    assert grade(check, None) is None
     assert "Not answered yet" in capsys.readouterr().out
-    assert grade(check, 3) is True
+    assert grade(check, 3) is None
     assert capsys.readouterr().out == "Correct.\n"
     with pytest.raises(Wrong, match="expected 3, got 4"):
         grade(check, 4)
