@@ -23,50 +23,52 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 VENVS = Path(os.environ.get("TF_VENVS", Path.home() / ".cache" / "tensor-fences" / "venvs"))
 
-# name -> (pip requirement, environment for pip, what it exercises)
-RELEASES = {
-    "2.8.0": ("torch==2.8.0", {}, "the release the oldest source material was written against (CUDA build from PyPI)"),
-    # The local version label pins the CPU build: this machine has that wheel on disk;
-    # elsewhere it comes from PyTorch's CPU index (PIP_EXTRA_INDEX_URL, see the workflow).
-    "2.13.0+cpu": ("torch==2.13.0+cpu", {}, "the reference build: CPU wheel, the one `make test` uses"),
-    "2.14.1": ("torch==2.14.1", {}, "a CUDA build on a machine with no GPU"),
-    # This machine caps pip at torch<=2.14.1 through a constraint file in its
-    # pip config; an empty constraint file lifts the cap for this one install.
-    "2.15.0": ("torch==2.15.0", {"PIP_CONSTRAINT": os.devnull}, "the newest release (CUDA build from PyPI)"),
-}
+from venvs import Release  # noqa: E402
 
-# What the suite needs besides torch (the site build is not run per release).
-SUITE_DEPS = ["numpy>=2", "pytest>=8", "pytest-xdist>=3", "nbval>=0.11", "jupytext>=1.16", "ipykernel>=6",
-              "myst-nb>=1", "pyyaml", "matplotlib>=3.8", "hypothesis>=6.100", "ml_dtypes>=0.5",
-              "array-api-strict>=2.3", "jax>=0.4.30"]
-
-
-def venv_for(name: str) -> Path:
-    return VENVS / f"torch-{name}"
+# Every minor release since 2.8, at its latest patch, plus the newest on PyPI.
+RELEASES = [
+    Release("2.8.0", "torch==2.8.0", "the release the oldest source material was written against"),
+    Release("2.9.1", "torch==2.9.1"),
+    Release("2.10.0", "torch==2.10.0"),
+    Release("2.11.0", "torch==2.11.0"),
+    Release("2.12.1", "torch==2.12.1"),
+    # The local version label pins the CPU build (PIP_FIND_LINKS says where it is).
+    Release("2.13.0+cpu", "torch==2.13.0+cpu", "the reference build: CPU wheel, the one `make test` uses"),
+    Release("2.14.1", "torch==2.14.1"),
+    Release("2.15.0", "torch==2.15.0"),
+]
+NEWEST = "newest"
+PYPI_JSON = "https://pypi.org/pypi/torch/json"
 
 
-def ensure_venv(name: str) -> Path:
-    """Create (or reuse) the release's venv; raises CalledProcessError on failure."""
-    requirement, env, _ = RELEASES[name]
-    venv = venv_for(name)
-    stamp = venv / ".tensor-fences"
-    wanted = json.dumps([requirement, SUITE_DEPS])
-    if stamp.exists() and stamp.read_text() == wanted:
-        return venv
-    if not (venv / "bin" / "python").exists():
-        if venv.exists():
-            shutil.rmtree(venv)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-    subprocess.run(pip + ["--upgrade", "pip"], check=True)
-    print(f"[matrix] installing {requirement} into {venv}", flush=True)
-    subprocess.run(pip + [requirement, *SUITE_DEPS], check=True, env={**os.environ, **env})
-    stamp.write_text(wanted)
-    return venv
+def newest_on_pypi(url: str = PYPI_JSON) -> str:
+    """The newest torch release on PyPI (its "latest" version, never a pre-release)."""
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=60) as answer:
+        return json.load(answer)["info"]["version"]
+
+
+def resolve(names: list[str], newest=newest_on_pypi) -> list[Release]:
+    """The releases to run: the named ones (all when none), "newest" resolved now, no duplicates."""
+    known = {r.name: r for r in RELEASES}
+    out: list[Release] = []
+    for name in names or [*known, NEWEST]:
+        if name == NEWEST:
+            version = newest()
+            rel = known.get(version) or Release(version, f"torch=={version}", "the newest release on PyPI")
+        elif name in known:
+            rel = known[name]
+        else:
+            raise SystemExit(f"unknown release {name!r}; known: {[*known, NEWEST]}")
+        if rel not in out:
+            out.append(rel)
+    return out
 
 
 def run_release(name: str) -> int:
