@@ -424,7 +424,9 @@ def change_report(before: list[dict], after: list[dict], record: list[dict],
                      f"{c['passed']} | {c['failed']} | {c['skipped']} | {c['errors']} | {delta} |")
     lines.append("")
 
-    new_fail, fixed, outcome, values, added = [], [], [], [], []
+    new_fail, fixed, outcome, values = [], [], [], []
+    known = {fid for run in before for fid in by_id(run)}
+    added = [fid for fid in dict.fromkeys(fid for run in after for fid in by_id(run)) if fid not in known]
     for run in after:
         rel, now, prev = label(run), by_id(run), by_id(old.get(label(run), {}))
         for fid, rec in now.items():
@@ -432,7 +434,7 @@ def change_report(before: list[dict], after: list[dict], record: list[dict],
             if rec["outcome"] == "failed" and (was is None or was["outcome"] != "failed"):
                 new_fail.append((rel, fid, rec))
             elif was is None:
-                added.append((rel, fid))
+                continue
             elif was["outcome"] == "failed" and rec["outcome"] != "failed":
                 fixed.append((rel, fid, rec["outcome"]))
             elif was["outcome"] != rec["outcome"]:
@@ -445,11 +447,12 @@ def change_report(before: list[dict], after: list[dict], record: list[dict],
     errors = [(label(run), e) for run in after for e in run.get("errors", [])]
     installs = [(label(run), run["error"]) for run in after if run.get("error")]
 
+    shown = []
+
     def section(title: str, rows: list, render) -> None:
-        lines.append(f"## {title} ({len(rows)})")
-        lines.append("")
-        lines.extend(render(row) for row in rows) if rows else lines.append("None.")
-        lines.append("")
+        if rows:
+            shown.append(title)
+            lines.extend([f"## {title} ({len(rows)})", "", *(render(row) for row in rows), ""])
 
     def place(fid: str) -> str:
         f = where.get(fid)
@@ -459,25 +462,24 @@ def change_report(before: list[dict], after: list[dict], record: list[dict],
     section("New failures", new_fail, lambda r: f"- {place(r[1])} on {r[0]}: {_md(r[2].get('reason', ''))}")
     section("Errors outside fences (setup cells, the state guard)", errors,
             lambda r: f"- {r[1].get('chapter')} {r[1].get('item')} on {r[0]}: {_md(r[1].get('reason', ''))}")
-    lines.append(f"## Values that changed ({len(values)})")
-    lines.append("")
     if values:
-        lines += ["| release | fence | value | before | now |", "|---|---|---|---|---|"]
+        shown.append("values")
+        lines += [f"## Values that changed ({len(values)})", "",
+                  "| release | fence | value | before | now |", "|---|---|---|---|---|"]
         lines += [f"| {r} | {place(f)} | {_md(lab or n)} | {_md(a)} | {_md(b)} |"
                   for r, f, n, lab, a, b in values]
-    else:
-        lines.append("None.")
-    lines.append("")
+        lines.append("")
     section("Fixed (failed before)", fixed, lambda r: f"- {place(r[1])} on {r[0]}: now {r[2]}")
     section("Other outcomes that changed", outcome,
             lambda r: f"- {place(r[1])} on {r[0]}: {r[2]} → {r[3]}")
-    new_ids = sorted({fid for _, fid in added}, key=lambda i: list(where).index(i) if i in where else 0)
-    section("Fences new to the record", new_ids, lambda fid: f"- {place(fid)}")
+    section("Fences new to the record (in no earlier results file)", added, lambda fid: f"- {place(fid)}")
     fresh, stale = split(record, current)
     section("Fences never run anywhere", never_run(fresh, current),
             lambda r: f"- `{r[0].id}` ({r[0].chapter}): {_md(r[1])}")
     section("Stale results files (not rerun, not shown as current)", stale,
             lambda r: f"- {r[0].get('file', label(r[0]))}: " + "; ".join(r[1]))
+    if not shown:
+        lines.append("Nothing changed: no new failure, no changed value, every fence ran somewhere.")
     return "\n".join(lines).rstrip() + "\n"
 
 
