@@ -156,6 +156,7 @@ class Chapter(IPyNbFile):
             cell=new_code_cell(SNAPSHOT), options=_options(), line=0, guard=True,
         )
         code = [c for c in self.nb.cells if c.cell_type == "code"]
+        self.digest = records.chapter_digest([c.source for c in code])
         for index, (cell, line) in enumerate(zip(code, lines)):
             ident = lint.fence_id(cell) if lint.is_fence(cell) else None
             yield Fence.from_parent(
@@ -187,6 +188,7 @@ class Fence(IPyNbCell):
 
     def runtest(self):
         self.user_properties.append(("cell", self.cell_num))
+        self.user_properties.append(("chapter_digest", self.parent.digest))
         if self.ident:
             self.user_properties.append(("fence_id", self.ident))
             self.user_properties.append(("proves", records.claim(self.cell.source)))
@@ -234,6 +236,7 @@ class Recorder:
         self.config = config
         self.fences: list[dict] = []
         self.errors: list[dict] = []
+        self.chapters: dict[str, str] = {}  # chapter -> the digest of the code it ran
 
     def pytest_runtest_logreport(self, report):
         chapter, _, item = report.nodeid.partition("::")
@@ -242,6 +245,8 @@ class Recorder:
         if not (report.when == "call" or (report.when == "setup" and report.outcome != "passed")):
             return
         props = dict(report.user_properties)
+        if props.get("chapter_digest"):
+            self.chapters[chapter] = props["chapter_digest"]
         reason, details = "", ""
         if report.skipped and isinstance(report.longrepr, tuple):
             reason = report.longrepr[2].removeprefix("Skipped: ")
@@ -285,6 +290,8 @@ class Recorder:
             "exitstatus": int(exitstatus),
             "fences": records.ordered(self.fences, toc),
             "errors": records.ordered(self.errors, toc),
+            "chapters": dict(sorted(self.chapters.items(),
+                                    key=lambda kv: (toc.get(kv[0], len(toc)), kv[0]))),
         }
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -16,12 +16,16 @@ A results file (``results/<release>.json``, written by ``pytest
   (name -> value, from ``fences.observe``) and ``labels`` (name -> what the
   value means, when the fence gave one);
 - ``errors``: every other item that failed (a setup cell, the state guard,
-  a chapter that could not be read). These fail the run but are not fences.
+  a chapter that could not be read). These fail the run but are not fences;
+- ``chapters``: chapter -> ``chapter_digest`` of the code it ran.
 
-A results file is *stale* when the fences it holds are not the book's
-fences now: an id missing on either side, or a fence whose code changed
-since the run (``stale_reasons``). Stale files are reported, never shown as
-current (``split``).
+A results file is *stale* where it does not describe the book as it is now:
+a chapter whose code (any code cell, fence or not) changed since the run,
+that the run did not have, or that the book no longer has, and, in a file
+written before fences had ids, everything (``stale_reasons``). Each chapter
+runs in a fresh kernel, so its results depend on its own code alone: the
+records of a chapter that did not change stay current, those of a chapter
+that changed are reported and never shown as current (``split``).
 
 From the current files this module derives what the site and the change
 report show: a badge per fence (``badge``), the behaviours that differ
@@ -43,6 +47,7 @@ OUTCOMES = ("passed", "failed", "skipped")
 #: A skip reason that means "this needs a GPU" (``fences.needs("cuda")``).
 GPU_SKIP = re.compile(r"needs a CUDA GPU|needs Apple MPS|GPU", re.I)
 SHOWN = 40  # characters of a value shown in a badge
+LISTED = 15  # fences new to the record listed by name in the change report (the rest counted)
 
 
 # --- writing -------------------------------------------------------------------------
@@ -53,6 +58,11 @@ def code_hash(source: str) -> str:
     lines = [line.rstrip() for line in source.splitlines()]
     kept = [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
     return hashlib.sha256("\n".join(kept).encode()).hexdigest()[:12]
+
+
+def chapter_digest(sources: list[str]) -> str:
+    """The code a chapter runs: ``code_hash`` of each code cell, in order."""
+    return hashlib.sha256(" ".join(code_hash(src) for src in sources).encode()).hexdigest()[:12]
 
 
 def build_kind(cuda: str | None, hip: str | None = None) -> str:
@@ -156,18 +166,18 @@ class Fence:
     proves: str
 
 
-def current_fences(root: Path) -> list[Fence]:
-    """Every fence in the chapters ``_toc.yml`` lists, in reading order.
+def read_book(root: Path) -> tuple[list[Fence], dict[str, str]]:
+    """The book as it is now: every fence in reading order, and each chapter's ``chapter_digest``.
 
-    A chapter that does not exist or cannot be read contributes nothing here;
-    the test suite and the site build report it.
+    Chapters are those ``_toc.yml`` lists; one that does not exist or cannot
+    be read contributes nothing here (the test suite and the build report it).
     """
     import jupytext
 
     from . import lint
     from .chapter import header_problems, toc_files
 
-    out = []
+    fences, digests = [], {}
     for path in toc_files(root) if (root / "_toc.yml").exists() else []:
         if not path.exists():
             continue
@@ -175,6 +185,8 @@ def current_fences(root: Path) -> list[Fence]:
         if header_problems(text):
             continue
         nb = jupytext.reads(text, fmt="md:myst")
+        chapter = path.relative_to(root).as_posix()
+        digests[chapter] = chapter_digest([c.source for c in nb.cells if c.cell_type == "code"])
         section, code_index = "", -1
         for cell in nb.cells:
             if cell.cell_type == "markdown":
@@ -186,9 +198,14 @@ def current_fences(root: Path) -> list[Fence]:
                 continue
             code_index += 1
             if lint.is_fence(cell) and lint.fence_id(cell):
-                out.append(Fence(lint.fence_id(cell), path.relative_to(root).as_posix(), code_index,
-                                 code_hash(cell.source), section, claim(cell.source)))
-    return out
+                fences.append(Fence(lint.fence_id(cell), chapter, code_index,
+                                    code_hash(cell.source), section, claim(cell.source)))
+    return fences, digests
+
+
+def current_fences(root: Path) -> list[Fence]:
+    """Every fence in the chapters ``_toc.yml`` lists, in reading order."""
+    return read_book(root)[0]
 
 
 def claim(source: str) -> str:
@@ -201,35 +218,76 @@ def claim(source: str) -> str:
     return comments[0] if comments else ""
 
 
-def stale_reasons(run: dict, current: list[Fence]) -> list[str]:
-    """Why ``run`` is not a record of the book as it is now (empty when it is)."""
+def _ids(ids: list[str]) -> str:
+    return ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+
+
+def stale_chapters(run: dict, digests: dict[str, str]) -> list[str]:
+    """The book's chapters whose records in ``run`` do not describe them now."""
+    ran = run.get("chapters")
+    if ran is None:  # written before chapters were digested: nothing in it can be matched
+        return list(digests)
+    return [c for c, d in digests.items() if ran.get(c) != d]
+
+
+def stale_reasons(run: dict, current: list[Fence], digests: dict[str, str]) -> list[str]:
+    """Why (part of) ``run`` is not a record of the book as it is now; empty when it all is."""
     if run.get("error") and not run.get("fences"):
         return []  # an install failure: nothing ran, nothing to compare
-    now = {f.id: f for f in current}
-    then = {r["id"]: r for r in run.get("fences", []) if r.get("id")}
+    if run.get("chapters") is None:
+        return [f"written before fences had ids and chapters a digest; the book has "
+                f"{len(current)} fences"]
+    then: dict[str, dict[str, dict]] = {}
+    for r in run.get("fences", []):
+        then.setdefault(r["chapter"], {})[r["id"]] = r
     reasons = []
-    missing = [i for i in now if i not in then]
-    gone = [i for i in then if i not in now]
-    changed = [i for i in now if i in then and then[i].get("code") not in (None, now[i].code)]
-    moved = [i for i in now if i in then and then[i].get("chapter") != now[i].chapter]
-    for what, ids in (("fences in the book that this file does not hold", missing),
-                      ("ids in this file that the book no longer has", gone),
-                      ("fences whose code changed since this run", changed),
-                      ("fences that moved to another chapter", moved)):
-        if ids:
-            shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
-            reasons.append(f"{len(ids)} {what}: {shown}")
-    if not then and current:
-        reasons = [f"no fence ids (written before fences had ids); the book has {len(current)}"]
+    for chapter in stale_chapters(run, digests):
+        if chapter not in run["chapters"]:
+            reasons.append(f"{chapter} was not run")
+            continue
+        now = {f.id: f for f in current if f.chapter == chapter}
+        old = then.get(chapter, {})
+        parts = []
+        for what, ids in (("new fences", [i for i in now if i not in old]),
+                          ("fences gone", [i for i in old if i not in now]),
+                          ("fences whose code changed",
+                           [i for i in now if i in old and old[i].get("code") != now[i].code])):
+            if ids:
+                parts.append(f"{what}: {_ids(ids)}")
+        reasons.append(f"{chapter} changed since this run ({'; '.join(parts) or 'cells that are not fences'})")
+    gone = [c for c in run["chapters"] if c not in digests]
+    if gone:
+        reasons.append(f"chapters no longer in the book: {_ids(gone)}")
     return reasons
 
 
-def split(runs: list[dict], current: list[Fence]) -> tuple[list[dict], list[tuple[dict, list[str]]]]:
-    """(runs that match the book now, [(stale run, why)])."""
+def current_part(run: dict, digests: dict[str, str]) -> dict:
+    """``run`` with only the records of chapters that did not change since it ran."""
+    stale = set(stale_chapters(run, digests)) | {c for c in run.get("chapters") or {} if c not in digests}
+    part = dict(run)
+    part["fences"] = [r for r in run.get("fences", []) if r["chapter"] not in stale]
+    part["errors"] = [e for e in run.get("errors", []) if e.get("chapter") not in stale]
+    part["stale_chapters"] = sorted(c for c in stale if c in digests)
+    return part
+
+
+def split(runs: list[dict], current: list[Fence], digests: dict[str, str]
+          ) -> tuple[list[dict], list[tuple[dict, list[str]]]]:
+    """(the current part of each run, [(run, why part of it is stale)]).
+
+    A run none of whose fences is in an unchanged chapter contributes no
+    current part, unless it is an install failure (which stays visible).
+    """
     fresh, stale = [], []
     for run in runs:
-        why = stale_reasons(run, current)
-        (stale.append((run, why)) if why else fresh.append(run))
+        why = stale_reasons(run, current, digests)
+        if why:
+            stale.append((run, why))
+        part = current_part(run, digests) if run.get("chapters") is not None else None
+        if run.get("error") and not run.get("fences"):
+            fresh.append(run)
+        elif part is not None and (part["fences"] or part["errors"] or not part["stale_chapters"]):
+            fresh.append(part)  # a run whose every fence is in changed chapters shows nothing
     return fresh, stale
 
 
@@ -403,7 +461,8 @@ def _md(text: str) -> str:
 
 
 def change_report(before: list[dict], after: list[dict], record: list[dict],
-                  current: list[Fence], base: str = "the committed results") -> str:
+                  current: list[Fence], digests: dict[str, str],
+                  base: str = "the committed results") -> str:
     """Markdown for a pull request: what ``after`` (this run) changed against ``before``.
 
     ``record``: every results file after the run (those not rerun included),
@@ -449,10 +508,13 @@ def change_report(before: list[dict], after: list[dict], record: list[dict],
 
     shown = []
 
-    def section(title: str, rows: list, render) -> None:
+    def section(title: str, rows: list, render, limit: int | None = None) -> None:
         if rows:
             shown.append(title)
-            lines.extend([f"## {title} ({len(rows)})", "", *(render(row) for row in rows), ""])
+            lines.extend([f"## {title} ({len(rows)})", "", *(render(row) for row in rows[:limit])])
+            if limit is not None and len(rows) > limit:
+                lines.append(f"- and {len(rows) - limit} more")
+            lines.append("")
 
     def place(fid: str) -> str:
         f = where.get(fid)
@@ -472,11 +534,12 @@ def change_report(before: list[dict], after: list[dict], record: list[dict],
     section("Fixed (failed before)", fixed, lambda r: f"- {place(r[1])} on {r[0]}: now {r[2]}")
     section("Other outcomes that changed", outcome,
             lambda r: f"- {place(r[1])} on {r[0]}: {r[2]} → {r[3]}")
-    section("Fences new to the record (in no earlier results file)", added, lambda fid: f"- {place(fid)}")
-    fresh, stale = split(record, current)
+    section("Fences new to the record (in no earlier results file)", added, lambda fid: f"- {place(fid)}",
+            limit=LISTED)
+    fresh, stale = split(record, current, digests)
     section("Fences never run anywhere", never_run(fresh, current),
             lambda r: f"- `{r[0].id}` ({r[0].chapter}): {_md(r[1])}")
-    section("Stale results files (not rerun, not shown as current)", stale,
+    section("Stale results files (what they hold of these chapters is not shown as current)", stale,
             lambda r: f"- {r[0].get('file', label(r[0]))}: " + "; ".join(r[1]))
     if not shown:
         lines.append("Nothing changed: no new failure, no changed value, every fence ran somewhere.")

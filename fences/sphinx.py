@@ -68,7 +68,8 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
     import nbformat
 
     nb = nbformat.read(executed, as_version=4)
-    if any(c.cell_type == "code" and c.execution_count is None for c in nb.cells):
+    executes = app.env.mystnb_config.execution_mode != "off"  # off: nothing executed to merge
+    if executes and any(c.cell_type == "code" and c.execution_count is None for c in nb.cells):
         from jupyter_cache import get_cache
 
         cache = get_cache(app.env.mystnb_config.execution_cache_path)
@@ -142,14 +143,15 @@ class Record:
     """The record as this build sees it: current and stale runs, the book's fences."""
 
     def __init__(self, srcdir: Path, results: Path):
-        self.current = records.current_fences(srcdir)
+        self.current, self.digests = records.read_book(srcdir)
         runs = records.load(results) if results.exists() else []
-        self.runs, self.stale = records.split(runs, self.current)
+        self.runs, self.stale = records.split(runs, self.current, self.digests)
         digest = hashlib.sha256()
         for path in sorted(results.glob("*.json")) if results.exists() else []:
             digest.update(path.name.encode() + path.read_bytes())
         for f in self.current:
             digest.update(f"{f.id} {f.chapter} {f.code} {f.section}".encode())
+        digest.update(repr(sorted(self.digests.items())).encode())
         self.key = digest.hexdigest()
 
 

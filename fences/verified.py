@@ -73,8 +73,8 @@ def provenance_html(runs: list[dict], stale: list[tuple[dict, list[str]]]) -> st
         parts.append(
             f'<div class="tf-stale"><b>Stale: results/{esc(run.get("file", record.label(run) + ".json"))}</b> '
             f"(torch {esc(run.get('torch'))}, book commit {esc((run.get('commit') or 'unknown')[:12])}) "
-            f"was run on other fences than the book's now, so it is not shown below: "
-            f"{esc('; '.join(why))}. <code>make matrix</code> regenerates it.</div>")
+            f"does not describe the book as it is now: {esc('; '.join(why))}. What it holds of "
+            f"those chapters is not shown; <code>make matrix</code> regenerates it.</div>")
     return "".join(parts)
 
 
@@ -88,6 +88,9 @@ def summary_html(runs: list[dict], current: list[Fence]) -> str:
     for run in runs:
         c = record.counts(run)
         missing = len(ids - set(record.by_id(run)))
+        changed = len(run.get("stale_chapters", []))
+        gaps = (f" ({changed} chapters changed since: their {missing} fences not counted)" if changed
+                else f" ({missing} fences not run)" if missing else "")
         css, status = ("tf-pass", "green") if record.ok(run) else ("tf-fail", "RED")
         title = run.get("error") or (f"{c['errors']} failures outside fences" if c["errors"] else "")
         gpu = f" · GPU: {esc(run['gpu'])}" if run.get("gpu") else " · no GPU"
@@ -96,7 +99,7 @@ def summary_html(runs: list[dict], current: list[Fence]) -> str:
              str(c["passed"]), str(c["failed"]), str(c["skipped"])]
             + ([str(c["errors"])] if errors else [])
             + [(f' class="{css}" title="{esc(title)}"',
-                status + (f" ({missing} fences not run)" if missing else ""))])
+                status + gaps)])
     head = ["release", "build", "passed", "failed", "skipped"] + (["errors outside fences"] if errors else []) + ["status"]
     note = (f"<p>The book has <b>{len(current)}</b> fences; each row counts fences only "
             "(setup cells and illustrations are not fences).</p>")

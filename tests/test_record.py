@@ -38,12 +38,17 @@ def rec(fid, outcome="passed", observed=None, labels=None, reason="", chapter="b
             "observed": observed or {}, "labels": labels or {}}
 
 
-def run(release, recs, build="CUDA 12.8", torch=None, errors=(), exitstatus=None):
+#: The chapters of the synthetic book and the digest of their code now.
+DIGESTS = {"book/a.md": "da", "book/c.md": "dc"}
+
+
+def run(release, recs, build="CUDA 12.8", torch=None, errors=(), exitstatus=None, chapters=None):
     failed = any(r["outcome"] == "failed" for r in recs) or bool(errors)
     return {"release": release, "torch": torch or release, "build": build, "commit": "abc123",
             "dirty": False, "date": "2026-12-01", "gpu": None,
             "exitstatus": int(failed) if exitstatus is None else exitstatus,
-            "fences": list(recs), "errors": list(errors)}
+            "fences": list(recs), "errors": list(errors),
+            "chapters": dict(DIGESTS) if chapters is None else chapters}
 
 
 # --- identity and order ---------------------------------------------------------------
@@ -63,20 +68,29 @@ def test_records_follow_the_table_of_contents_then_cells():
         ("book/b.md", 2), ("book/b.md", 5), ("book/a.md", -1), ("book/a.md", 0), ("book/z.md", 0)]
 
 
-def test_current_fences_in_reading_order_with_section_and_claim(tmp_path: Path):
+def test_the_book_now_fences_in_reading_order_and_chapter_digests(tmp_path: Path):
     (tmp_path / "book").mkdir()
     (tmp_path / "_toc.yml").write_text(
         "format: jb-book\nroot: book/two\nchapters:\n  - file: book/one\n")
     cell = "```{{code-cell}} ipython3\n:tags: [fence]\n:fence-id: {}\n# Proves: {}\nassert 1 + 1 == 2\n```\n"
-    (tmp_path / "book" / "one.md").write_text(
-        HEADER + "# One\n\n## First part\n\n" + cell.format("one-a", "a") + "\n```{code-cell} ipython3\nx = 1\n```\n"
-        + "\n## Second part\n\n" + cell.format("one-b", "b"))
+    setup = "\n```{code-cell} ipython3\nx = 1\n```\n"
+    one = (HEADER + "# One\n\n## First part\n\n" + cell.format("one-a", "a") + setup
+           + "\n## Second part\n\n" + cell.format("one-b", "b"))
+    (tmp_path / "book" / "one.md").write_text(one)
     (tmp_path / "book" / "two.md").write_text(HEADER + "# Two\n\n" + cell.format("two-a", "c"))
-    found = record.current_fences(tmp_path)
+    found, digests = record.read_book(tmp_path)
     assert [(f.id, f.chapter, f.cell, f.section, f.proves) for f in found] == [
         ("two-a", "book/two.md", 0, "Two", "c"),
         ("one-a", "book/one.md", 0, "First part", "a"),
         ("one-b", "book/one.md", 2, "Second part", "b")]
+    assert list(digests) == ["book/two.md", "book/one.md"]
+    # a change to a cell that is not a fence changes its chapter's digest, and only that one
+    (tmp_path / "book" / "one.md").write_text(one.replace("x = 1", "x = 2"))
+    _, after = record.read_book(tmp_path)
+    assert after["book/one.md"] != digests["book/one.md"] and after["book/two.md"] == digests["book/two.md"]
+    # comments do not count
+    (tmp_path / "book" / "one.md").write_text(one.replace("# Proves: a", "# Proves: a, reworded"))
+    assert record.read_book(tmp_path)[1] == digests
 
 
 # --- provenance ---------------------------------------------------------------------------
@@ -103,26 +117,51 @@ def test_build_kind():
 
 # --- staleness ---------------------------------------------------------------------------------
 
+CURRENT = [fence("a"), fence("b", cell=1), fence("c", chapter="book/c.md")]
+
+
 def test_a_results_file_matching_the_book_is_current():
-    current = [fence("a"), fence("b", cell=1)]
-    assert record.stale_reasons(run("2.8.0", [rec("a"), rec("b")]), current) == []
+    r = run("2.8.0", [rec("a"), rec("b"), rec("c", chapter="book/c.md")])
+    assert record.stale_reasons(r, CURRENT, DIGESTS) == []
+    fresh, stale = record.split([r], CURRENT, DIGESTS)
+    assert stale == [] and fresh[0]["fences"] == r["fences"] and fresh[0]["stale_chapters"] == []
 
 
-@pytest.mark.parametrize("recs, says", [
-    ([rec("a")], "1 fences in the book that this file does not hold: b"),
-    ([rec("a"), rec("b"), rec("gone")], "1 ids in this file that the book no longer has: gone"),
-    ([rec("a"), rec("b", code="old")], "1 fences whose code changed since this run: b"),
-    ([rec("a"), rec("b", chapter="book/z.md")], "1 fences that moved to another chapter: b"),
-    ([{"chapter": "book/a.md", "fence": "Cell 0 (line 3)", "outcome": "passed"}],
-     "no fence ids (written before fences had ids)"),
+@pytest.mark.parametrize("recs, chapters, says", [
+    ([rec("a"), rec("c", chapter="book/c.md")], {"book/a.md": "old", "book/c.md": "dc"},
+     "book/a.md changed since this run (new fences: b)"),
+    ([rec("a"), rec("b"), rec("gone"), rec("c", chapter="book/c.md")], {"book/a.md": "old", "book/c.md": "dc"},
+     "book/a.md changed since this run (fences gone: gone)"),
+    ([rec("a"), rec("b", code="old"), rec("c", chapter="book/c.md")], {"book/a.md": "old", "book/c.md": "dc"},
+     "book/a.md changed since this run (fences whose code changed: b)"),
+    ([rec("a"), rec("b"), rec("c", chapter="book/c.md")], {"book/a.md": "old", "book/c.md": "dc"},
+     "book/a.md changed since this run (cells that are not fences)"),
+    ([rec("c", chapter="book/c.md")], {"book/c.md": "dc"}, "book/a.md was not run"),
 ])
-def test_a_results_file_not_matching_the_book_is_stale(recs, says):
-    current = [fence("a"), fence("b", cell=1)]
-    why = record.stale_reasons(run("2.8.0", recs), current)
-    assert any(says in line for line in why), why
-    fresh, stale = record.split([run("2.9.1", [rec("a"), rec("b")]), run("2.8.0", recs)], current)
-    assert [record.label(r) for r in fresh] == ["2.9.1"]
-    assert [record.label(r) for r, _ in stale] == ["2.8.0"]
+def test_a_changed_chapter_is_stale_and_only_its_records_are_dropped(recs, chapters, says):
+    r = run("2.8.0", recs, chapters=chapters)
+    why = record.stale_reasons(r, CURRENT, DIGESTS)
+    assert why == [says], why
+    (part,), ((stale, _),) = record.split([r], CURRENT, DIGESTS)
+    assert stale is r
+    assert [x["id"] for x in part["fences"]] == ["c"] and part["stale_chapters"] == ["book/a.md"]
+
+
+def test_a_file_from_before_fence_ids_is_stale_throughout():
+    old = run("2.8.0", [{"chapter": "book/a.md", "fence": "Cell 0 (line 3)", "outcome": "passed"}])
+    del old["chapters"]
+    assert record.stale_reasons(old, CURRENT, DIGESTS) == [
+        "written before fences had ids and chapters a digest; the book has 3 fences"]
+    fresh, stale = record.split([old], CURRENT, DIGESTS)
+    assert fresh == [] and len(stale) == 1
+
+
+def test_chapters_no_longer_in_the_book_are_reported():
+    r = run("2.8.0", [rec("a"), rec("b"), rec("c", chapter="book/c.md"), rec("x", chapter="book/x.md")],
+            chapters={**DIGESTS, "book/x.md": "dx"})
+    assert record.stale_reasons(r, CURRENT, DIGESTS) == ["chapters no longer in the book: book/x.md"]
+    (part,), _ = record.split([r], CURRENT, DIGESTS)
+    assert [x["id"] for x in part["fences"]] == ["a", "b", "c"]
 
 
 def test_load_orders_releases_by_version_cpu_build_first(tmp_path: Path):
@@ -210,7 +249,7 @@ def test_change_report_on_two_results_files():
                             rec("b"), rec("c", "failed", reason="AssertionError: new"),
                             rec("gpu", "skipped", reason="needs a CUDA GPU"), rec("d")],
                  errors=[{"chapter": "book/a.md", "item": "Cell 7 (line 80)", "reason": "NameError: y"}])]
-    md = record.change_report(before, after, after, current)
+    md = record.change_report(before, after, after, current, {"book/a.md": "da"})
     assert md.startswith("# Release matrix: what changed")
     assert "| 2.15.0 ❌ | 2.15.0 | CUDA 12.8 | 3 | 1 | 1 | 1 | passed +1, errors +1 |" in md
     assert "## New failures (1)\n\n- `c` (book/a.md) on 2.15.0: AssertionError: new" in md
@@ -223,19 +262,19 @@ def test_change_report_on_two_results_files():
 
 def test_change_report_calls_out_stale_files_and_new_releases():
     current = [fence("a")]
-    old = run("2.8.0", [rec("a", code="before-edit")])
-    new = run("2.9.1", [rec("a")])
-    md = record.change_report([], [new], [old, new], current)
+    old = run("2.8.0", [rec("a", code="before-edit")], chapters={"book/a.md": "before-edit"})
+    new = run("2.9.1", [rec("a")], chapters={"book/a.md": "da"})
+    md = record.change_report([], [new], [old, new], current, {"book/a.md": "da"})
     assert "| 2.9.1 | 2.9.1 | CUDA 12.8 | 1 | 0 | 0 | 0 | new release |" in md
-    assert "## Stale results files (not rerun, not shown as current) (1)\n\n" \
-        "- 2.8.0: 1 fences whose code changed since this run: a" in md
+    assert "## Stale results files (what they hold of these chapters is not shown as current) (1)\n\n" \
+        "- 2.8.0: book/a.md changed since this run (fences whose code changed: a)" in md
     assert "## New failures" not in md  # empty sections are left out
 
 
 def test_change_report_says_when_nothing_changed():
     current = [fence("a")]
-    same = [run("2.8.0", [rec("a")])]
-    md = record.change_report(same, same, same, current)
+    same = [run("2.8.0", [rec("a")], chapters={"book/a.md": "da"})]
+    md = record.change_report(same, same, same, current, {"book/a.md": "da"})
     assert md.rstrip().endswith("Nothing changed: no new failure, no changed value, every fence ran somewhere.")
 
 

@@ -35,6 +35,15 @@ def test_summary_counts_fences_and_marks_a_red_release():
     assert "errors outside fences" not in html  # a column only where there are some
 
 
+def test_summary_says_which_chapters_are_not_counted():
+    current, digests = CURRENT, {"book/a.md": "da", "book/c.md": "dc"}
+    partly = run("2.9.1", [rec("a"), rec("b"), rec("gpu", chapter="book/c.md")],
+                 chapters={"book/a.md": "da", "book/c.md": "old"})
+    (part,), _ = record.split([partly], current, digests)
+    html = verified.summary_html([part], current)
+    assert "green (1 chapters changed since: their 1 fences not counted)" in html
+
+
 def test_summary_shows_errors_outside_fences_only_when_there_are_some():
     broken = [run("2.8.0", [rec("a")], errors=[{"chapter": "book/a.md", "item": "Cell 2", "reason": "x"}])]
     html = verified.summary_html(broken, CURRENT)
@@ -76,8 +85,8 @@ def test_grid_is_collapsed_per_chapter_with_an_anchor_per_fence():
 
 
 def test_provenance_reports_stale_files_and_an_empty_record():
-    stale = [(run("2.9.1", [rec("a", code="old")]), ["1 fences whose code changed since this run: a"])]
+    stale = [(run("2.9.1", [rec("a", code="old")]), ["book/a.md changed since this run (fences whose code changed: a)"])]
     html = verified.provenance_html(runs(), stale)
     assert "Current results for <b>3</b> releases (2.8.0, 2.13.0+cpu, 2.15.0)" in html
-    assert "<b>Stale: results/2.9.1.json</b>" in html and "code changed since this run: a" in html
+    assert "<b>Stale: results/2.9.1.json</b>" in html and "fences whose code changed: a" in html
     assert "No results yet" in verified.provenance_html([], [])

@@ -132,7 +132,8 @@ def report(before: list[dict] | None, names: list[str], base: str) -> str:
     """Write and return the change report for the releases ``names`` against ``before``."""
     everything = record.load(RESULTS)
     after = [r for r in everything if record.label(r) in names]
-    text = record.change_report(before or [], after, everything, record.current_fences(ROOT), base)
+    current, digests = record.read_book(ROOT)
+    text = record.change_report(before or [], after, everything, current, digests, base)
     REPORT.parent.mkdir(parents=True, exist_ok=True)
     REPORT.write_text(text, encoding="utf-8")
     return text
