@@ -148,3 +148,38 @@ def test_the_grid_is_kept_out_of_search(site):
     index = site[3]
     assert "flamingo" in index  # the changes table is searchable
     assert GRID_ONLY not in index  # the grid is not
+
+
+def test_new_results_make_sphinx_read_every_page_again():
+    """Neither Sphinx nor jupyter-cache sees results/ change: the extension marks every page outdated."""
+    from types import SimpleNamespace
+
+    from fences import sphinx as ext
+
+    app = SimpleNamespace(_tf_record=SimpleNamespace(key="k1"))
+    env = SimpleNamespace(found_docs={"book/a", "book/b", "book/verified"})
+    assert ext._record_outdated(app, env, {"book/a"}, set(), set()) == ["book/b", "book/verified"]
+    assert ext._record_outdated(app, env, set(), set(), set()) == []  # same record: nothing more
+    app._tf_record.key = "k2"
+    assert ext._record_outdated(app, env, set(), set(), set()) == ["book/a", "book/b", "book/verified"]
+
+
+def test_grid_node_is_skipped_by_the_search_indexer():
+    """The grid's node is a comment to Sphinx's indexer (7.4: isinstance(node, nodes.comment))."""
+    from docutils import nodes
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+    from docutils.utils import new_document
+    from sphinx.search import WordCollector
+    from sphinx.search.en import SearchEnglish
+
+    from fences.sphinx import unsearched_html
+
+    doc = new_document("t", get_default_settings(Parser))
+    grid = unsearched_html()
+    grid["html"] = "<table><tr><td>zebraquux</td></tr></table>"
+    doc += [nodes.paragraph("", "flamingo"), grid, nodes.raw("", "<b>pelican</b>", format="html")]
+    collector = WordCollector(doc, SearchEnglish({}))
+    doc.walk(collector)  # as sphinx.search.IndexBuilder.feed does
+    assert "flamingo" in collector.found_words and "pelican" in collector.found_words
+    assert not any("zebra" in w for w in collector.found_words)

@@ -5,8 +5,11 @@
 Serves the folder on 127.0.0.1, then for each chapter page asserts: the
 title names the page, no error/traceback/stderr output, every glued value
 rendered, no console error, the .ipynb download offered. Then searches for
-"stride" and expects the views chapter among the results. Saves one
-screenshot per page under _build/screenshots/. Exits 1 on any failure.
+"stride" and expects the views chapter among the results. Every fence
+must carry its record badge. The Verified-on page is opened 390 px wide,
+in light and dark mode: it must not scroll sideways, and a badge's link
+must open the collapsed grid at the fence's row. Saves one screenshot per
+page under _build/screenshots/. Exits 1 on any failure.
 
 First it checks itself: a good page must pass, and a page with a
 traceback, an empty glued value, a console error and no download must
@@ -75,6 +78,10 @@ def check_page(page, url: str, pagename: str) -> list[str]:
         problems.append(f"{len(empty)} glued value(s) rendered empty")
     if page.locator('a[href$=".ipynb"]').count() == 0:
         problems.append("no .ipynb download link")
+    fences = page.locator("div.cell.tag_fence").count()
+    badged = page.locator("div.cell.tag_fence > p.tf-badge-line > a.tf-badge").count()
+    if badged != fences:
+        problems.append(f"{fences - badged} of {fences} fences have no record badge")
     problems += [f"console: {c}" for c in console]
     SHOTS.mkdir(parents=True, exist_ok=True)
     if not pagename.startswith(("good", "bad")):
@@ -95,6 +102,46 @@ def check_search(page, url: str) -> list[str]:
     if not any("views" in h for h in hrefs):
         return [f"search for 'stride' did not return the views chapter (got {hrefs})"]
     return []
+
+
+VERIFIED = "book/verified"
+
+
+def check_record(browser, url: str, chapters: list[str]) -> list[str]:
+    """The Verified-on page at 390 px, light and dark; a badge's link opens the fence's row."""
+    problems: list[str] = []
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for scheme in ("light", "dark"):
+        page = browser.new_page(viewport={"width": 390, "height": 844}, color_scheme=scheme)
+        for name in (VERIFIED, *chapters[:2]):
+            page.goto(f"{url}/{name}.html", wait_until="load")
+            page.wait_for_timeout(300)
+            theme = page.evaluate("document.documentElement.dataset.theme")
+            if theme != scheme:
+                problems.append(f"{name} at 390 px: asked for {scheme} mode, the page is in {theme!r}")
+            wide = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+            if wide > 1:
+                problems.append(f"{name} at 390 px ({scheme}): the page scrolls sideways by {wide} px")
+            page.screenshot(path=str(SHOTS / f"{name.replace('/', '_')}-390-{scheme}.png"), full_page=True)
+        page.close()
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    for name in chapters:
+        page.goto(f"{url}/{name}.html", wait_until="load")
+        badge = page.locator("a.tf-badge").first
+        if not badge.count():
+            continue
+        href = badge.get_attribute("href") or ""
+        ident = href.partition("#")[2]
+        badge.click()
+        page.wait_for_load_state("load")
+        page.wait_for_timeout(300)
+        row = page.locator(f'[id="{ident}"]')
+        if not row.count() or not row.first.is_visible():
+            problems.append(f"the badge of {ident} ({name}) does not open its row on the Verified-on page")
+        page.screenshot(path=str(SHOTS / "verified-from-badge.png"))
+        break
+    page.close()
+    return problems
 
 
 GOOD = """<html><head><title>Good page &#8212; Tensor Fences</title><link rel="icon" href="data:,"></head><body><main>
@@ -165,10 +212,15 @@ def main(argv: list[str]) -> int:
             print(f"{'ok  ' if not problems else 'FAIL'} search 'stride'")
             for p in problems:
                 print(f"     - {p}")
+            problems = check_record(browser, url, [n for n in pages if n != VERIFIED])
+            failures += bool(problems)
+            print(f"{'ok  ' if not problems else 'FAIL'} the record at 390 px, light and dark")
+            for p in problems:
+                print(f"     - {p}")
             browser.close()
     finally:
         server.shutdown()
-    print(f"check-site: {len(pages) + 2 - failures} passed, {failures} failed; screenshots in {SHOTS}")
+    print(f"check-site: {len(pages) + 3 - failures} passed, {failures} failed; screenshots in {SHOTS}")
     return 1 if failures else 0
 
 
