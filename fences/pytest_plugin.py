@@ -35,7 +35,8 @@ from . import lint
 from . import record as records
 
 # The first cell of every chapter: a clean namespace (the kernel may have run
-# another chapter before), then a snapshot of torch's global settings.
+# another chapter before), freshly seeded random generators, then a snapshot
+# of the global settings (fences.state).
 SNAPSHOT = (
     'get_ipython().run_line_magic("reset", "-f")\n'
     "import fences.state\n"

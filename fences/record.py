@@ -6,8 +6,9 @@ A results file (``results/<release>.json``, written by ``pytest
 - provenance: ``release``, ``torch`` (version with its local label),
   ``torch_git`` (the commit torch was built from), ``build`` ("CPU-only",
   "CUDA 12.8", ...), ``cuda``, ``gpu`` (the device name, or None),
-  ``numpy``, ``python``, ``platform``, ``commit`` (the book's git commit)
-  and ``dirty`` (book/, fences/ or _toc.yml differed from that commit),
+  ``numpy``, ``python``, ``platform``, ``commit`` (the last git commit
+  that changed ``BOOK_PATHS``, so committing results does not change it)
+  and ``dirty`` (``BOOK_PATHS`` differed from that commit),
   ``date``, ``exitstatus``;
 - ``fences``: one record per fence, keyed by its ``id`` (the cell's
   ``fence-id``), in table-of-contents order: ``chapter``, ``cell`` (its
@@ -47,6 +48,8 @@ OUTCOMES = ("passed", "failed", "skipped")
 #: A skip reason that means "this needs a GPU" (``fences.needs("cuda")``).
 GPU_SKIP = re.compile(r"needs a CUDA GPU|needs Apple MPS|GPU", re.I)
 SHOWN = 40  # characters of a value shown in a badge
+#: What a run's outcome depends on in the repository: its commit is the book's commit.
+BOOK_PATHS = ("book", "fences", "_toc.yml", "conftest.py", "pyproject.toml")
 LISTED = 15  # fences new to the record listed by name in the change report (the rest counted)
 
 
@@ -89,8 +92,10 @@ def provenance(root: Path) -> dict:
     import torch
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    commit = _git(root, "rev-parse", "HEAD")
-    status = _git(root, "status", "--porcelain", "--", "book", "fences", "_toc.yml")
+    # The last commit that changed what runs, not HEAD: committing results must not
+    # change the provenance of the next run (a shallow clone may not see it: HEAD then).
+    commit = _git(root, "log", "-1", "--format=%H", "--", *BOOK_PATHS) or _git(root, "rev-parse", "HEAD")
+    status = _git(root, "status", "--porcelain", "--", *BOOK_PATHS)
     return {
         "torch": torch.__version__,
         "torch_git": getattr(torch.version, "git_version", None),

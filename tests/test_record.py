@@ -105,8 +105,30 @@ def test_provenance_names_torch_build_cuda_numpy_python_platform_and_commit():
     assert p["torch_git"] == torch.version.git_version
     assert set(p) >= {"cuda", "gpu", "python", "platform", "commit", "dirty"}
     assert p["python"].count(".") == 2 and p["platform"]
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
-    assert p["commit"] == (head.stdout.strip() if head.returncode == 0 else None)
+    last = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%H", "--", *record.BOOK_PATHS],
+                          capture_output=True, text=True)
+    assert p["commit"] == (last.stdout.strip() if last.returncode == 0 else None)
+
+
+def test_committing_results_does_not_change_the_books_commit(tmp_path: Path):
+    def git(*args):
+        return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t",
+                               *args], check=True, capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "a.md").write_text("a")
+    git("add", "book")
+    git("commit", "-qm", "book")
+    book = git("rev-parse", "HEAD")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "x.json").write_text("{}")
+    git("add", "results")
+    git("commit", "-qm", "results")
+    p = record.provenance(tmp_path)
+    assert p["commit"] == book and p["dirty"] is False
+    (tmp_path / "book" / "a.md").write_text("b")
+    assert record.provenance(tmp_path)["dirty"] is True
 
 
 def test_build_kind():
