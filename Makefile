@@ -17,12 +17,14 @@ BIN    := $(VENV)/bin
 WANTED := $(TORCH) $(TORCH_INDEX) $(EXTRAS)
 STAMP  := $(VENV)/.installed-$(shell printf '%s' '$(WANTED)' | cksum | cut -d' ' -f1)
 
-.PHONY: help book test matrix check-site check-site-tools pdf bench clean
+.PHONY: help book test matrix matrix-report check-site check-site-tools pdf bench clean
 
 help:
 	@echo "make book        build the site into _build/html, executing every fence"
 	@echo "make test        run every chapter's fences and the tests of fences/ under pytest"
-	@echo "make matrix      run every fence on each supported torch release; writes results/"
+	@echo "make matrix      run every fence on each supported torch release; writes results/ and"
+	@echo "                 _build/matrix-report.md (RELEASES=\"2.8.0 newest\" runs some)"
+	@echo "make matrix-report  the change report for results/ as it is, against git HEAD"
 	@echo "make check-site  open every built page in headless Chromium and check it"
 	@echo "make pdf         print the built site to _build/html/tensor-fences.pdf and check it"
 	@echo "make bench       time the verify loop against its floor (benchmarks/bench.py)"
@@ -58,11 +60,17 @@ $(SITE): $(STAMP) $(INPUTS)
 	$(BIN)/jupyter-book build . -n -W --keep-going
 	@test -f $@ && touch $@
 
+# CI passes PYTEST_ARGS=--fences-fresh-kernel: a fresh kernel per chapter, as the matrix runs.
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# uv installs the release environments from one shared cache (tools/venvs.py).
 matrix: $(STAMP)
+	@$(BIN)/python -c "import uv" 2>/dev/null || $(BIN)/python -m pip install --quiet uv
 	$(BIN)/python tools/matrix.py $(RELEASES)
+
+matrix-report: $(STAMP)
+	$(BIN)/python tools/matrix.py --report-only
 
 # Debian's chromium, driven by Playwright for Python (no browser download);
 # axe-core from npm for the accessibility audit.

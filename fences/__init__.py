@@ -188,16 +188,45 @@ def needs(device: str) -> bool:
     return ok
 
 
-def observe(name: str, value):
+_OBSERVED_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_OBSERVED_LINE = re.compile(r"^(?:(?P<label>.*?) \((?P<named>[A-Za-z0-9_.\-]+)\)|(?P<name>[A-Za-z0-9_.\-]+))"
+                            r" = (?P<value>.*)$")
+
+
+def observe(name: str, value, label: str | None = None):
     """Record ``value`` under ``name`` (e.g. "devices.current_accelerator") and return it.
 
-    For behaviour that depends on the torch release or build. Prints one line
-    ``[observed] name = value``; the test plugin stores it with the fence's
-    result, and the "Verified on" page lists every name whose value differs
-    between the releases the book was verified on.
+    For behaviour that depends on the torch release or build. ``label`` says
+    in plain words what the value is ("the accelerator torch reports"); the
+    "Verified on" page lists a labelled value that differs between releases
+    as a behaviour, in those words, and an unlabelled one only in its
+    collapsed list of other recorded values. Prints one line,
+    ``[observed] label (name) = value`` (or ``[observed] name = value``);
+    the test plugin stores name, value and label with the fence's result.
+    ``name`` is letters, digits, ``_``, ``.`` and ``-``.
     """
-    print(f"{OBSERVE_MARKER} {name} = {value}")
+    if not _OBSERVED_NAME.match(name):
+        raise ValueError(f"observe: name {name!r} must be letters, digits, '_', '.' or '-'")
+    shown = f"{' '.join(label.split())} ({name})" if label else name
+    print(f"{OBSERVE_MARKER} {shown} = {' '.join(str(value).splitlines())}")
     return value
+
+
+def parse_observed(text: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The ``observe`` lines in a cell's output: (name -> value, name -> label)."""
+    values: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.startswith(OBSERVE_MARKER):
+            continue
+        m = _OBSERVED_LINE.match(line[len(OBSERVE_MARKER):].strip())
+        if not m:
+            continue
+        name = m["named"] or m["name"]
+        values[name] = m["value"]
+        if m["label"]:
+            labels[name] = m["label"]
+    return values, labels
 
 
 def table(rows, headers):

@@ -22,12 +22,16 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
-DATA = PACKAGE.parent / "results"  # the release matrix's results, read by book/verified.md
 
 
-def key(data: bool = True) -> str:
+def key() -> str:
     """torch's version and build, Python's version, a hash of every file in fences/,
-    of every installed distribution's name and version, and (``data``) of results/*.json.
+    of every installed distribution's name and version.
+
+    The release matrix's results (results/*.json) are not part of it: no
+    executed page reads them. The Sphinx extension renders them, and reads
+    every page again when they change (``fences.sphinx._record_outdated``),
+    so new results cost no execution.
 
     torch is not imported (that costs seconds): its version file, which names the
     release, the git commit and the CUDA/ROCm version it was built for, is hashed.
@@ -36,10 +40,6 @@ def key(data: bool = True) -> str:
     for path in sorted(PACKAGE.rglob("*.py")):
         digest.update(path.relative_to(PACKAGE).as_posix().encode())
         digest.update(path.read_bytes())
-    # Data a page reads: neither Sphinx nor jupyter-cache sees it change.
-    results = hashlib.sha256()
-    for path in sorted(DATA.glob("*.json")):
-        results.update(path.name.encode() + path.read_bytes())
     spec = importlib.util.find_spec("torch")
     if spec is None or spec.origin is None:
         raise SystemExit("fences.cachekey: torch is not installed")
@@ -53,8 +53,6 @@ def key(data: bool = True) -> str:
         f"fences={digest.hexdigest()[:16]}",
         f"env={hashlib.sha256(chr(10).join(dists).encode()).hexdigest()[:16]}",
     ]
-    if data:
-        parts.append(f"results={results.hexdigest()[:16]}")
     return " ".join(parts)
 
 

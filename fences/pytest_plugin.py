@@ -1,13 +1,17 @@
 """The test plugin: every MyST chapter under ``book/`` runs as an nbval notebook.
 
-- Each code cell is one test item, named by its index and source line.
-- Before the first cell the plugin snapshots torch's global settings; after
-  the last it fails the chapter if any was left changed (``fences.state``).
+- Each code cell is one test item: a fence is named ``fence <id>`` (its
+  ``fence-id``), any other cell by its index and source line.
+- Before the first cell the plugin reseeds the random generators and
+  snapshots the global settings; after the last it fails the chapter if any
+  was left changed (``fences.state``).
 - A cell that prints ``fences.SKIP_MARKER`` (through ``fences.needs``) is
   reported as skipped, with its reason.
 - A chapter without its jupytext header, a forbidden tag, or a ``_toc.yml``
   entry that does not exist is an error naming the file.
-- ``--fences-results PATH`` writes one JSON record per fence.
+- ``--fences-results PATH`` writes the run's record (``fences.record``):
+  its provenance, one entry per fence keyed by fence id in
+  table-of-contents order, and, apart, every other item that failed.
 
 Enable it from a ``conftest.py``: ``pytest_plugins = ["fences.pytest_plugin"]``.
 """
@@ -15,7 +19,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import platform
 import re
 import sys
 from collections import defaultdict
@@ -25,13 +28,15 @@ from pathlib import Path
 import pytest
 from nbformat.v4 import new_code_cell
 
-from . import OBSERVE_MARKER, SKIP_MARKER
+from . import SKIP_MARKER, parse_observed
 from . import chapter as chapters
 from . import lint
+from . import record as records
 from .upstream.nbval import DEFAULT_CELL_TIMEOUT, IPyNbCell, IPyNbFile
 
 # The first cell of every chapter: a clean namespace (the kernel may have run
-# another chapter before), then a snapshot of torch's global settings.
+# another chapter before), freshly seeded random generators, then a snapshot
+# of the global settings (fences.state).
 SNAPSHOT = (
     'get_ipython().run_line_magic("reset", "-f")\n'
     "import fences.state\n"
@@ -46,13 +51,21 @@ def pytest_addoption(parser):
     group.addoption(
         "--fences-results",
         metavar="PATH",
-        help="write one JSON record per fence (chapter, cell, line, outcome, reason)",
+        help="write the run's record: provenance, one entry per fence (by fence id), "
+        "and the other items that failed",
+    )
+    group.addoption(
+        "--fences-release",
+        metavar="NAME",
+        help="the release name the results file gives (default: torch.__version__)",
     )
     group.addoption(
         "--fences-fresh-kernel",
         action="store_true",
-        help="start a new kernel for every chapter (default: one kernel per session, "
-        "its namespace reset between chapters, replaced when a chapter leaves it unclean)",
+        help="start a new kernel for every chapter, as the release matrix and CI do "
+        "(default, for the local loop: one kernel per worker, its namespace reset and its "
+        "random generators reseeded between chapters, replaced when a chapter leaves "
+        "global state changed)",
     )
     parser.addini("fences_book", "folder of MyST chapters to collect", default="book")
 
@@ -176,6 +189,7 @@ class Chapter(IPyNbFile):
             cell=new_code_cell(SNAPSHOT), options=_options(), line=0, guard=True,
         )
         code = [c for c in self.nb.cells if c.cell_type == "code"]
+        self.digest = records.chapter_digest([c.source for c in code])
         for index, (cell, line) in enumerate(zip(code, lines)):
             ident = lint.fence_id(cell) if lint.is_fence(cell) else None
             yield Fence.from_parent(
@@ -189,14 +203,6 @@ class Chapter(IPyNbFile):
 
     def repr_failure(self, excinfo, style=None):
         return str(excinfo.value)
-
-
-def _claim(source: str) -> str:
-    """What a fence proves: its first comment line, without '#' and the "Proves:" label."""
-    for line in source.splitlines():
-        if line.strip().startswith("#"):
-            return line.strip().lstrip("#").strip().removeprefix("Proves:").strip()
-    return ""
 
 
 def _options():
@@ -214,8 +220,12 @@ class Fence(IPyNbCell):
         self.guard = guard  # the snapshot before a chapter or the state check after it
 
     def runtest(self):
-        self.user_properties.append(("proves", _claim(self.cell.source)))
-        self.user_properties.append(("fence_id", self.ident))
+        self.user_properties.append(("cell", self.cell_num))
+        self.user_properties.append(("chapter_digest", self.parent.digest))
+        if self.ident:
+            self.user_properties.append(("fence_id", self.ident))
+            self.user_properties.append(("proves", records.claim(self.cell.source)))
+            self.user_properties.append(("code", records.code_hash(self.cell.source)))
         try:
             super().runtest()
         except BaseException:
@@ -226,12 +236,11 @@ class Fence(IPyNbCell):
             out.get("text", "") for out in self.test_outputs or []
             if out.get("output_type") == "stream"
         )
-        observed = dict(
-            line[len(OBSERVE_MARKER):].strip().split(" = ", 1)
-            for line in text.splitlines() if line.startswith(OBSERVE_MARKER) and " = " in line
-        )
+        observed, labels = parse_observed(text)
         if observed:
             self.user_properties.append(("observed", observed))
+        if labels:
+            self.user_properties.append(("labels", labels))
         if SKIP_MARKER in text:
             pytest.skip(text.split(SKIP_MARKER, 1)[1].strip().splitlines()[0])
 
@@ -247,44 +256,54 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class Recorder:
-    """One record per fence (outcome, what it proves, what it observed), for --fences-results.
+    """The run's record for --fences-results: fences by id, every other failure apart.
 
-    Under pytest-xdist the workers' reports reach the controller's hooks
-    too, so only the controller writes the file.
+    Only a cell with a ``fence-id`` is a fence. A setup cell, an
+    illustration or a guard item that fails still fails the run and is
+    written under ``errors``, but is not counted as a fence. Under
+    pytest-xdist the workers' reports reach the controller's hooks too, so
+    only the controller writes the file.
     """
 
     def __init__(self, config):
         self.config = config
-        self.records: list[dict] = []
+        self.fences: list[dict] = []
+        self.errors: list[dict] = []
+        self.chapters: dict[str, str] = {}  # chapter -> the digest of the code it ran
 
     def pytest_runtest_logreport(self, report):
-        chapter, _, fence = report.nodeid.partition("::")
+        chapter, _, item = report.nodeid.partition("::")
         if not chapter.endswith(".md"):
             return
-        if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-            props = dict(report.user_properties)
-            reason, details = "", ""
-            if report.skipped and isinstance(report.longrepr, tuple):
-                reason = report.longrepr[2].removeprefix("Skipped: ")
-            elif report.failed and report.longrepr:
-                details = _ANSI.sub("", str(report.longrepr)).strip()
-                reason = details.splitlines()[-1][:300]
-            self.records.append({
-                "chapter": chapter, "fence": fence, "outcome": report.outcome, "reason": reason,
+        if not (report.when == "call" or (report.when == "setup" and report.outcome != "passed")):
+            return
+        props = dict(report.user_properties)
+        if props.get("chapter_digest"):
+            self.chapters[chapter] = props["chapter_digest"]
+        reason, details = "", ""
+        if report.skipped and isinstance(report.longrepr, tuple):
+            reason = report.longrepr[2].removeprefix("Skipped: ")
+        elif report.failed and report.longrepr:
+            details = _ANSI.sub("", str(report.longrepr)).strip()
+            reason = details.splitlines()[-1][:300]
+        if props.get("fence_id"):
+            self.fences.append({
+                "id": props["fence_id"], "chapter": chapter, "cell": props.get("cell"),
+                "code": props.get("code"), "outcome": report.outcome, "reason": reason,
                 "details": details[-2000:], "proves": props.get("proves", ""),
-                "observed": props.get("observed", {}),
+                "observed": props.get("observed", {}), "labels": props.get("labels", {}),
             })
+        elif report.failed:
+            self.errors.append({"chapter": chapter, "item": item, "cell": props.get("cell"),
+                                "reason": reason, "details": details[-2000:]})
 
     def pytest_collectreport(self, report):
-        """A chapter that cannot be collected (no header, forbidden tag) is a failed record too."""
+        """A chapter that cannot be collected (no header, forbidden tag, lint) is an error."""
         if report.failed and report.nodeid.endswith(".md"):
             details = _ANSI.sub("", str(report.longrepr)).strip()
-            self.records.append({
-                "chapter": report.nodeid, "fence": "collect", "outcome": "failed",
-                "reason": details.splitlines()[-1][:300] if details else "",
-                "details": details[-2000:], "proves": "the chapter can be read and run",
-                "observed": {},
-            })
+            self.errors.append({"chapter": report.nodeid, "item": "collect", "cell": None,
+                                "reason": details.splitlines()[-1][:300] if details else "",
+                                "details": details[-2000:]})
 
     def pytest_sessionfinish(self, session, exitstatus):
         kernel = self.config.stash.get(SHARED_KERNEL, None)
@@ -295,18 +314,17 @@ class Recorder:
             return
         import torch
 
-        from . import torch_build
-
-        order = {r["chapter"]: n for n, r in reversed(list(enumerate(self.records)))}
+        root = Path(self.config.rootpath)
+        toc = records.toc_order(root)
         out = {
-            "torch": torch.__version__,
-            "build": torch_build(),
-            "cuda": torch.version.cuda,
-            "python": platform.python_version(),
+            "release": self.config.getoption("--fences-release") or torch.__version__,
+            **records.provenance(root),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
             "exitstatus": int(exitstatus),
-            # stable sort: chapters in first-seen order, a chapter's cells in theirs
-            "fences": sorted(self.records, key=lambda r: order[r["chapter"]]),
+            "fences": records.ordered(self.fences, toc),
+            "errors": records.ordered(self.errors, toc),
+            "chapters": dict(sorted(self.chapters.items(),
+                                    key=lambda kv: (toc.get(kv[0], len(toc)), kv[0]))),
         }
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)

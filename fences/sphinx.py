@@ -14,11 +14,19 @@
   download starts with a cell that installs what it needs, from this
   project's wheel, which the site ships beside the notebooks.
 - Scripts that Jupyter Book 1.x includes twice are included once.
+- The record (``fences.record``, from results/*.json): a badge on every
+  fence saying what the release matrix found for it, linking to its row on
+  the Verified-on page (``_add_badges``), and the ``{record}`` directive that
+  writes that page's parts. When the results or the book's fences change,
+  every page is read again (``_record_outdated``), so no page shows an old
+  record. The fence grid is kept out of the search index (``unsearched_html``).
 
 Enabled in ``_config.yml`` under ``sphinx: extra_extensions``.
 """
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
 
 from docutils import nodes
@@ -27,6 +35,8 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 from . import chapter as chapters
+from . import record as records
+from . import verified
 from .upstream import myst_nb, theme
 
 logger = logging.getLogger(__name__)
@@ -65,7 +75,8 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
     import nbformat
 
     nb = nbformat.read(executed, as_version=4)
-    if any(c.cell_type == "code" and c.execution_count is None for c in nb.cells):
+    executes = app.env.mystnb_config.execution_mode != "off"  # off: nothing executed to merge
+    if executes and any(c.cell_type == "code" and c.execution_count is None for c in nb.cells):
         from .upstream.jupyter_cache import get_cache
 
         cache = get_cache(myst_nb.cache_path_of(app))
@@ -74,7 +85,7 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
         except KeyError:
             logger.warning(f"no executed notebook in the cache for {pagename}",
                            location=pagename, type="fences", subtype="download")
-    for problem in run_problems(nb):
+    for problem in run_problems(nb) if executes else []:
         logger.warning(f"the executed notebook did not run top to bottom: {problem}",
                        location=pagename, type="fences", subtype="notebook")
     nb.cells[0:0] = setup_cells()
@@ -241,7 +252,128 @@ def _check_book(app) -> None:
         logger.warning(problem, type="fences", subtype="chapter")
 
 
+class Record:
+    """The record as this build sees it: current and stale runs, the book's fences."""
+
+    def __init__(self, srcdir: Path, results: Path):
+        self.current, self.digests = records.read_book(srcdir)
+        runs = records.load(results) if results.exists() else []
+        self.runs, self.stale = records.split(runs, self.current, self.digests)
+        digest = hashlib.sha256()
+        for path in sorted(results.glob("*.json")) if results.exists() else []:
+            digest.update(path.name.encode() + path.read_bytes())
+        for f in self.current:
+            digest.update(f"{f.id} {f.chapter} {f.code} {f.section}".encode())
+        digest.update(repr(sorted(self.digests.items())).encode())
+        self.key = digest.hexdigest()
+
+
+def _record(app) -> Record:
+    if getattr(app, "_tf_record", None) is None:
+        app._tf_record = Record(Path(app.srcdir), Path(app.srcdir) / app.config.fences_results)
+    return app._tf_record
+
+
+def _record_outdated(app, env, added, changed, removed):
+    """Every page again when the record changed: badges and the Verified-on page show it.
+
+    Neither Sphinx nor jupyter-cache sees results/*.json, and a chapter's edit
+    can make another page's record stale; reading again costs no execution
+    (the chapters' outputs come from the execution cache).
+    """
+    key = _record(app).key
+    if getattr(env, "tf_record_key", None) == key:
+        return []
+    env.tf_record_key = key
+    return sorted(env.found_docs - set(added) - set(changed) - set(removed))
+
+
+class unsearched_html(nodes.comment):  # noqa: N801 - docutils dispatches on the class name
+    """Raw HTML that Sphinx's search does not index.
+
+    Sphinx (7.4) indexes the text of raw HTML nodes but skips comment nodes
+    (``isinstance(node, nodes.comment)`` in ``sphinx.search``); translators
+    dispatch on the class name, so this node is written as the HTML it holds.
+    Used for the fence grid: hundreds of ids and marks that would flood a search.
+    """
+
+
+def _visit_unsearched_html(self, node):
+    self.body.append(node["html"])
+    raise nodes.SkipNode
+
+
+def _skip(self, node):
+    raise nodes.SkipNode
+
+
+class RecordDirective(SphinxDirective):
+    """``{record} part``: one part of the Verified-on page, from the record.
+
+    Parts: provenance, summary, never-run, changes, other-values, grid.
+    """
+
+    required_arguments = 1
+    PARTS = ("provenance", "summary", "never-run", "changes", "other-values", "grid")
+
+    def run(self):
+        part = self.arguments[0]
+        if part not in self.PARTS:
+            raise self.error(f"record: unknown part {part!r}; one of {', '.join(self.PARTS)}")
+        rec = _record(self.env.app)
+        here = self.env.docname
+
+        def url(chapter: str) -> str:
+            target = str(Path(chapter).with_suffix("").as_posix())
+            return self.env.app.builder.get_relative_uri(here, target)
+
+        if part == "provenance":
+            text = verified.provenance_html(rec.runs, rec.stale)
+        elif part == "summary":
+            text = verified.summary_html(rec.runs, rec.current)
+        elif part == "never-run":
+            text = verified.never_run_html(records.never_run(rec.runs, rec.current), url) \
+                if rec.runs else ""
+        elif part == "changes":
+            text = verified.changes_html(records.changes(rec.runs, rec.current), rec.current, url)
+        elif part == "other-values":
+            text = verified.other_values_html(records.changes(rec.runs, rec.current), rec.current, url)
+        else:
+            node = unsearched_html()
+            node["html"] = verified.grid_html(rec.runs, rec.current, url)
+            return [node]
+        return [nodes.raw("", text, format="html")]
+
+
+def _add_badges(app, doctree, docname) -> None:
+    """A badge on every fence: what the record says of it, linking to its row on the Verified-on page.
+
+    The fence's cell gets the id ``fence-<id>``, which the Verified-on page links to.
+    """
+    rec = None
+    for cell in doctree.findall(nodes.container):
+        if cell.get("nb_element") != "cell_code":
+            continue
+        ident = (cell.get("cell_metadata") or {}).get("fence-id")
+        if not ident:
+            continue
+        rec = rec or _record(app)
+        badge = records.badge(str(ident), rec.runs)
+        href = app.builder.get_relative_uri(docname, app.config.fences_verified_page)
+        link = nodes.reference("", badge.text, refuri=f"{href}#fence-{ident}", reftitle=badge.title,
+                               classes=["tf-badge", f"tf-badge-{badge.kind}"])
+        cell["ids"].append(f"fence-{ident}")
+        cell.insert(0, nodes.paragraph("", "", link, classes=["tf-badge-line"]))
+
+
 def setup(app):
+    app.add_config_value("fences_results", "results", "env")
+    app.add_config_value("fences_verified_page", "book/verified", "env")
+    app.add_node(unsearched_html, html=(_visit_unsearched_html, None),
+                 latex=(_skip, None), text=(_skip, None), man=(_skip, None), texinfo=(_skip, None))
+    app.add_directive("record", RecordDirective)
+    app.connect("env-get-outdated", _record_outdated)
+    app.connect("doctree-resolved", _add_badges)
     app.add_directive("cited", Cited)
     app.connect("config-inited", _key_the_cache)
     app.connect("doctree-resolved", _executed_with)

@@ -1,124 +1,194 @@
-"""Render the release matrix's results (results/*.json) for the "Verified on" page.
+"""HTML for the "Verified on" page, from the record (``fences.record``).
 
-Each results file is what ``pytest --fences-results`` wrote for one torch
-release: one record per fence with its outcome, and the values the fence
-recorded with ``fences.observe``.
+The page (book/verified.md) places each part with the ``{record}``
+directive of ``fences.sphinx``; each function here returns one part as an
+HTML string. ``url`` arguments map a chapter path ("book/views.md") to its
+page's address relative to the Verified-on page.
+
+The parts are written for a maintainer in a hurry: counts of fences, not of
+cells; behaviours in words, with the release that changed them; the full
+grid last and collapsed. Wide tables scroll inside a ``tf-scroll`` box, so
+the page itself never scrolls sideways at 390 px.
 """
 from __future__ import annotations
 
 import html
-import json
-import re
 from pathlib import Path
+from typing import Callable
 
-SYMBOL = {"passed": ("tf-pass", "pass"), "failed": ("tf-fail", "FAIL"),
-          "skipped": ("tf-skip", "skip"), None: ("tf-missing", "not run")}
+from . import record
+from .record import Fence
 
+SYMBOL = {"passed": ("tf-pass", "✓", "passed"), "failed": ("tf-fail", "✗", "FAILED"),
+          "skipped": ("tf-skip", "–", "skipped"), None: ("tf-missing", "·", "not in this run")}
 
-def load(folder: Path) -> list[dict]:
-    """Every results file in ``folder``, oldest torch first."""
-    runs = [json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))]
-    return sorted(runs, key=lambda r: _version_key(r.get("torch") or r.get("release", "")))
-
-
-def _version_key(version: str) -> tuple:
-    return tuple(int(n) for n in re.findall(r"\d+", version.split("+")[0])[:3])
+Url = Callable[[str], str]
 
 
-def label(run: dict) -> str:
-    return run.get("release") or run.get("torch") or "?"
+def esc(text) -> str:
+    return html.escape(str(text), quote=True)
 
 
-def counts(run: dict) -> dict[str, int]:
-    out = {"passed": 0, "failed": 0, "skipped": 0}
-    for rec in run.get("fences", []):
-        out[rec["outcome"]] = out.get(rec["outcome"], 0) + 1
-    return out
+def _scroll(table: str) -> str:
+    return f'<div class="tf-scroll">{table}</div>'
 
 
-def ok(run: dict) -> bool:
-    """A release is green when its suite exited 0 and no fence failed."""
-    return run.get("exitstatus") == 0 and counts(run)["failed"] == 0 and not run.get("error")
+def _table(head: list[str], rows: list[list[str]], css: str = "tf-table") -> str:
+    """A table whose cells carry their column's name (``data-label``): under 600 px the
+    CSS stacks each row into a card that names every value, instead of scrolling."""
+    th = "".join(f"<th>{h}</th>" for h in head)
+    body = []
+    for cells in rows:
+        tds = []
+        for name, cell in zip(head, cells):
+            attrs, text = cell if isinstance(cell, tuple) else ("", cell)
+            tds.append(f'<td data-label="{esc(name)}"{attrs}>{text}</td>')
+        body.append(f"<tr>{''.join(tds)}</tr>")
+    return f'<table class="{css} tf-stack"><thead><tr>{th}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def summary_html(runs: list[dict]) -> str:
-    """One row per release: build, date, counts, and a green or red status cell."""
+def fence_link(f: Fence, url: Url, text: str | None = None) -> str:
+    """A link to the fence on its chapter's page, named by its section (or ``text``)."""
+    stem = Path(f.chapter).stem
+    where = text or (f"{stem}: {f.section}" if f.section else stem)
+    return f'<a href="{esc(url(f.chapter))}#fence-{esc(f.id)}">{esc(where)}</a>'
+
+
+def provenance_html(runs: list[dict], stale: list[tuple[dict, list[str]]]) -> str:
+    """One paragraph: which releases, which book commit, when; and a warning per stale file."""
+    if not runs and not stale:
+        return ('<p class="tf-note">No results yet: run <code>make matrix</code>; every fence says '
+                '"not yet in the record" until then.</p>')
+    parts = []
+    if runs:
+        commits = sorted({(r.get("commit") or "unknown")[:12] + (" (with uncommitted changes)"
+                                                                   if r.get("dirty") else "")
+                          for r in runs})
+        dates = sorted({r.get("date", "?") for r in runs})
+        parts.append(
+            f"<p>Current results for <b>{len(runs)}</b> releases "
+            f"({esc(', '.join(record.label(r) for r in runs))}), run on book commit "
+            f"{esc(', '.join(commits))}, dated {esc(' to '.join([dates[0], dates[-1]]) if len(dates) > 1 else dates[0])}.</p>")
+    for run, why in stale:
+        parts.append(
+            f'<div class="tf-stale"><b>Stale: results/{esc(run.get("file", record.label(run) + ".json"))}</b> '
+            f"(torch {esc(run.get('torch'))}, book commit {esc((run.get('commit') or 'unknown')[:12])}) "
+            f"does not describe the book as it is now: {esc('; '.join(why))}. What it holds of "
+            f"those chapters is not shown; <code>make matrix</code> regenerates it.</div>")
+    return "".join(parts)
+
+
+def summary_html(runs: list[dict], current: list[Fence]) -> str:
+    """Per release: build, fences passed / failed / skipped, errors outside fences, status."""
+    if not runs:
+        return ""
+    errors = any(record.counts(r)["errors"] for r in runs)
     rows = []
+    ids = {f.id for f in current}
     for run in runs:
-        c = counts(run)
-        css, status = ("tf-pass", "green") if ok(run) else ("tf-fail", "RED")
-        cells = [label(run), run.get("build", ""), run.get("date", ""), c["passed"], c["failed"],
-                 c["skipped"]]
-        rows.append("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in cells)
-                    + f'<td class="{css}" title="{html.escape(run.get("error", ""))}">{status}</td></tr>')
-    head = "".join(f"<th>{h}</th>" for h in
-                   ("release", "build", "date", "passed", "failed", "skipped", "status"))
-    return f'<table class="tf-matrix"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        c = record.counts(run)
+        missing = len(ids - set(record.by_id(run)))
+        changed = len(run.get("stale_chapters", []))
+        gaps = (f" ({changed} chapters changed since: their {missing} fences not counted)" if changed
+                else f" ({missing} fences not run)" if missing else "")
+        css, status = ("tf-pass", "green") if record.ok(run) else ("tf-fail", "RED")
+        title = run.get("error") or (f"{c['errors']} failures outside fences" if c["errors"] else "")
+        gpu = f" · GPU: {esc(run['gpu'])}" if run.get("gpu") else " · no GPU"
+        rows.append(
+            [f"<b>{esc(record.label(run))}</b>", f"{esc(run.get('build', ''))}{gpu}",
+             str(c["passed"]), str(c["failed"]), str(c["skipped"])]
+            + ([str(c["errors"])] if errors else [])
+            + [(f' class="{css}" title="{esc(title)}"',
+                status + gaps)])
+    head = ["release", "build", "passed", "failed", "skipped"] + (["errors outside fences"] if errors else []) + ["status"]
+    note = (f"<p>The book has <b>{len(current)}</b> fences; each row counts fences only "
+            "(setup cells and illustrations are not fences).</p>")
+    return note + _table(head, rows, "tf-table tf-summary")
 
 
-def fence_grid(runs: list[dict], chapters: list[str] | None = None) -> dict[str, dict[str, dict[str, dict]]]:
-    """chapter -> fence -> release label -> record.
+def never_run_html(never: list[tuple[Fence, str]], url: Url) -> str:
+    """The fences no release executed, grouped by why."""
+    if not never:
+        return "<p>Every fence ran on at least one release.</p>"
+    groups: dict[str, list[Fence]] = {}
+    for f, why in never:
+        groups.setdefault(why, []).append(f)
+    out = [f'<p class="tf-note"><b>{len(never)} fences never ran on any release</b>; '
+           "they are not verified anywhere:</p><ul>"]
+    for why, fs in groups.items():
+        links = ", ".join(fence_link(f, url, f.id) for f in fs)
+        out.append(f"<li>{esc(why)}: {links}</li>")
+    return "".join(out) + "</ul>"
 
-    Chapters in the order of ``chapters`` (e.g. the table of contents) when
-    given, others after them; fences in first-seen order.
-    """
-    grid: dict[str, dict[str, dict[str, dict]]] = {c: {} for c in chapters or []}
-    for run in runs:
-        for rec in run.get("fences", []):
-            grid.setdefault(rec["chapter"], {}).setdefault(rec["fence"], {})[label(run)] = rec
-    return {c: fences for c, fences in grid.items() if fences}
 
-
-def grid_html(runs: list[dict], fences: dict[str, dict[str, dict]]) -> str:
-    """One chapter's fences (a value of ``fence_grid``) × releases as an HTML table, failures in red."""
-    head = "".join(f"<th>{html.escape(label(r))}</th>" for r in runs)
+def changes_html(changes: list[record.Change], current: list[Fence], url: Url) -> str:
+    """One row per behaviour (a labelled value that differs), in words."""
+    where = {f.id: f for f in current}
     rows = []
-    for fence, by_release in fences.items():
-        proves = next((rec.get("proves", "") for rec in by_release.values() if rec.get("proves")), "")
-        cells = []
-        for run in runs:
-            rec = by_release.get(label(run))
-            css, text = SYMBOL[rec["outcome"] if rec else None]
-            title = html.escape(rec.get("reason", "") if rec else "not in this release's results")
-            cells.append(f'<td class="{css}" title="{title}">{text}</td>')
-        rows.append(f"<tr><td>{html.escape(fence)}</td><td>{html.escape(proves)}</td>{''.join(cells)}</tr>")
-    return (f'<table class="tf-matrix"><thead><tr><th>fence</th><th>what it proves</th>{head}'
-            f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    for c in changes:
+        if not c.label:
+            continue
+        f = where[c.fence]
+        if c.kind == "release":
+            what, since, by = f"{esc(c.old)} → {esc(c.new)}", esc(c.since), "release"
+        elif c.kind == "build":
+            what = "; ".join(f"{esc(b)}: {esc(v)}" for b, v in c.by_build.items())
+            since, by = "—", "build"
+        else:
+            what = "; ".join(f"{esc(v)} from {esc(r)}" for r, v in c.segments)
+            since, by = esc(c.segments[1][0]), "release and build"
+        rows.append([esc(c.label), what, since, by, fence_link(f, url)])
+    if not rows:
+        return "<p>No described behaviour differs between the releases on record.</p>"
+    return _table(["behaviour", "old → new", "first release with the new value", "differs by",
+                   "explained in"], rows, "tf-table tf-changes")
 
 
-def differences(runs: list[dict]) -> list[tuple[str, str, str, dict[str, str]]]:
-    """Behaviour that differs between releases: (name, chapter, fence, value by release).
+def other_values_html(changes: list[record.Change], current: list[Fence], url: Url) -> str:
+    """Recorded values without a description that differ: collapsed, for the authors."""
+    where = {f.id: f for f in current}
+    bare = [c for c in changes if not c.label]
+    if not bare:
+        return ""
+    items = "".join(f"<li><code>{esc(c.name)}</code> ({fence_link(where[c.fence], url, c.fence)}): "
+                    f"{esc(c.text())}</li>" for c in bare)
+    return (f"<details class=\"tf-details\"><summary>{len(bare)} more recorded values differ but have no "
+            "description (internal values; an author gives one with "
+            "<code>fences.observe(name, value, label=...)</code>)</summary><ul>"
+            f"{items}</ul></details>")
 
-    Two kinds: a value recorded with ``fences.observe`` that is not the same
-    on every release (name: the observed name), and a fence whose outcome is
-    not the same everywhere (name: "outcome").
-    """
+
+def grid_html(runs: list[dict], current: list[Fence], url: Url) -> str:
+    """Every fence × every release, one collapsed table per chapter; rows anchored ``fence-<id>``."""
+    by_chapter: dict[str, list[Fence]] = {}
+    for f in current:
+        by_chapter.setdefault(f.chapter, []).append(f)
+    records = [record.by_id(r) for r in runs]
+    head = "".join(f"<th>{esc(record.label(r))}</th>" for r in runs)
     out = []
-    for chapter, fences in fence_grid(runs).items():
-        for fence, by_release in fences.items():
-            outcomes = {rel: rec["outcome"] for rel, rec in by_release.items()}
-            if len(set(outcomes.values())) > 1:
-                out.append(("outcome", chapter, fence, outcomes))
-            names = {n for rec in by_release.values() for n in rec.get("observed", {})}
-            for name in sorted(names):
-                values = {rel: rec.get("observed", {}).get(name, "(not recorded)")
-                          for rel, rec in by_release.items()}
-                if len(set(values.values())) > 1:
-                    out.append((name, chapter, fence, values))
-    return out
-
-
-def differences_html(runs: list[dict]) -> str:
-    """The differences as a table with one column per release."""
-    head = "".join(f"<th>{html.escape(label(r))}</th>" for r in runs)
-    proves = {(rec["chapter"], rec["fence"]): rec.get("proves", "")
-              for run in runs for rec in run.get("fences", [])}
-    rows = []
-    for name, chapter, fence, values in differences(runs):
-        what = proves.get((chapter, fence), "") or fence
-        cells = "".join(f"<td>{html.escape(str(values.get(label(r), '(not run)')))}</td>" for r in runs)
-        rows.append(f'<tr><td><code>{html.escape(name)}</code></td>'
-                    f'<td title="{html.escape(fence)}"><b>{html.escape(Path(chapter).stem)}</b>: '
-                    f"{html.escape(what)}</td>{cells}</tr>")
-    return (f'<table class="tf-matrix"><thead><tr><th>behaviour</th><th>shown by</th>{head}'
-            f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    for chapter, fs in by_chapter.items():
+        rows = []
+        bad = 0
+        for f in fs:
+            cells = []
+            for run, recs in zip(runs, records):
+                rec = recs.get(f.id)
+                css, mark, word = SYMBOL[rec["outcome"] if rec else None]
+                bad += bool(rec and rec["outcome"] == "failed")
+                tip = f"{record.label(run)}: {word}" + (f": {rec.get('reason')}" if rec and rec.get("reason") else "")
+                cells.append(f'<td class="{css}" title="{esc(tip)}">{mark}</td>')
+            b = record.badge(f.id, runs)
+            rows.append(
+                f'<tr id="fence-{esc(f.id)}"><th scope="row"><a href="{esc(url(f.chapter))}#fence-{esc(f.id)}">'
+                f"{esc(f.id)}</a><br><small>{esc(f.proves)}</small>"
+                f'<br><span class="tf-badge tf-badge-{b.kind}">{esc(b.text)}</span></th>{"".join(cells)}</tr>')
+        failing = f", {bad} failing" if bad else ""
+        out.append(
+            f'<details class="tf-details tf-grid-chapter"><summary>{esc(Path(chapter).stem)} '
+            f"({len(fs)} fences{failing})</summary>"
+            + _scroll(f'<table class="tf-table tf-grid"><thead><tr><th>fence</th>{head}</tr></thead>'
+                      f"<tbody>{''.join(rows)}</tbody></table>")
+            + "</details>")
+    legend = ("<p class=\"tf-legend\">✓ passed · ✗ failed · – skipped (hover for why) · "
+              "· not in that release's results</p>")
+    return legend + "".join(out)

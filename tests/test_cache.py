@@ -106,13 +106,3 @@ def test_the_sphinx_extension_keys_the_cache_myst_nb_reads(tmp_path):
     app = SimpleNamespace(outdir=str(tmp_path / "html"))
     sphinx._key_the_cache(app, config)
     assert config.nb_execution_cache_path == str(cachekey.cache_path(tmp_path / ".jupyter_cache"))
-
-
-def test_new_release_results_change_the_key(tmp_path, monkeypatch):
-    """The Verified-on page reads results/*.json, which neither Sphinx nor jupyter-cache watch."""
-    (tmp_path / "2.13.0+cpu.json").write_text("{}")
-    monkeypatch.setattr(cachekey, "DATA", tmp_path)
-    before = cachekey.key()
-    (tmp_path / "2.13.0+cpu.json").write_text('{"fences": []}')
-    assert cachekey.key() != before
-    assert cachekey.key(data=False) == cachekey.key(data=False)

@@ -1,6 +1,7 @@
 """Unit tests of the fences package itself (the chapters are tested via book/)."""
 from __future__ import annotations
 
+import os
 import shutil
 import warnings
 from pathlib import Path
@@ -234,3 +235,88 @@ def test_run_problems_accepts_a_clean_run_and_names_each_fault():
     nb.cells[0].outputs = [new_output("error", ename="AssertionError", evalue="", traceback=[])]
     assert run_problems(nb) == ["code cell 0 has an error output: AssertionError"]
     assert nbformat.validate(nb) is None
+
+
+# --- state: every setting a chapter could leave behind --------------------
+
+def _leak(change, undo) -> list[str]:
+    """What the guard says after ``change()`` (undone afterwards, whatever happens)."""
+    state.snapshot()
+    try:
+        change()
+        with pytest.raises(AssertionError) as caught:
+            state.check()
+        return str(caught.value).splitlines()
+    finally:
+        undo()
+        state.check()  # restored: nothing left
+
+
+@pytest.mark.parametrize("change, undo, named, fix", [
+    (lambda: torch.set_float32_matmul_precision("medium"),
+     lambda: torch.set_float32_matmul_precision("highest"),
+     "float32 matmul precision (torch.get_float32_matmul_precision): was highest, now medium",
+     "finally: torch.set_float32_matmul_precision(old)"),
+    (lambda: torch.set_printoptions(precision=2), lambda: torch.set_printoptions(profile="default"),
+     "torch print options (torch.set_printoptions): precision was 4, now 2",
+     'torch.set_printoptions(profile="default")'),
+    (lambda: np.set_printoptions(precision=3), lambda: np.set_printoptions(precision=8),
+     "NumPy print options (numpy.get_printoptions): precision was 8, now 3", "np.printoptions"),
+    (lambda: warnings.simplefilter("error", UserWarning), lambda: warnings.filters.pop(0),
+     "warning filters (warnings.filters): added ('error', None, <class 'UserWarning'>, None, 0)",
+     "warnings.catch_warnings()"),
+    (lambda: os.environ.__setitem__("TF_TEST_LEAK", "1"), lambda: os.environ.pop("TF_TEST_LEAK"),
+     "environment variables (os.environ): TF_TEST_LEAK added ('1')", "os.environ.pop(NAME)"),
+    (lambda: torch.use_deterministic_algorithms(True), lambda: torch.use_deterministic_algorithms(False),
+     "deterministic algorithms (torch.are_deterministic_algorithms_enabled): was False, now True",
+     "torch.use_deterministic_algorithms(old)"),
+    (lambda: torch.set_default_device("meta"), lambda: torch.set_default_device(None),
+     "default device (torch.get_default_device): was cpu, now meta", "torch.set_default_device(old)"),
+    (lambda: torch.set_default_dtype(torch.float64), lambda: torch.set_default_dtype(torch.float32),
+     "default dtype (torch.get_default_dtype): was torch.float32, now torch.float64",
+     "torch.set_default_dtype(old)"),
+    (lambda: setattr(torch.backends.cuda.matmul, "allow_tf32", True),
+     lambda: setattr(torch.backends.cuda.matmul, "allow_tf32", False),
+     "cuda.matmul.allow_tf32 was False, now True", "torch.backends.cuda.matmul.allow_tf32"),
+    (lambda: setattr(torch.backends.cudnn, "benchmark", True),
+     lambda: setattr(torch.backends.cudnn, "benchmark", False),
+     "cuDNN benchmark (torch.backends.cudnn.benchmark): was False, now True", "cudnn.flags"),
+    (lambda: torch.set_warn_always(True), lambda: torch.set_warn_always(False),
+     "warn-always (torch.is_warn_always_enabled): was False, now True", "torch.set_warn_always(old)"),
+], ids=["matmul-precision", "torch-print", "numpy-print", "warning-filters", "environment",
+        "deterministic", "default-device", "default-dtype", "tf32", "cudnn-benchmark", "warn-always"])
+def test_state_guard_names_each_setting_and_how_to_restore_it(change, undo, named, fix):
+    message = "\n".join(_leak(change, undo))
+    assert named in message, message
+    assert "fix:" in message and fix in message, message
+
+
+def test_state_ignores_what_importing_jax_sets():
+    """jax sets two environment variables when imported; a chapter that imports it is no leak."""
+    before = state.read()
+    saved = {k: os.environ.get(k) for k in state.SET_BY_IMPORTS}
+    try:
+        for name in state.SET_BY_IMPORTS:
+            os.environ[name] = "1"
+        assert state.leaks(before, state.read()) == []
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name) if value is None else os.environ.__setitem__(name, value)
+
+
+def test_snapshot_reseeds_every_global_generator_from_the_os():
+    """A chapter may seed freely: the next one starts from fresh random state, as a new process."""
+    import random
+
+    torch.manual_seed(0)
+    np.random.seed(0)
+    random.seed(0)
+    seeded = (torch.rand(1), np.random.rand(), random.random())
+    torch.manual_seed(0)
+    np.random.seed(0)
+    random.seed(0)
+    state.snapshot()
+    assert torch.initial_seed() != 0
+    after = (torch.rand(1), np.random.rand(), random.random())
+    assert not torch.equal(after[0], seeded[0]) and after[1:] != seeded[1:]
+    state.check()  # reseeding is not a leak

@@ -1,68 +1,92 @@
-"""The "Verified on" renderer: a fence false on one release turns that column red."""
+"""The "Verified on" page's parts (fences.verified): true counts, behaviours in words, the grid."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-from fences import verified
+from fences import record, verified
+from test_record import fence, rec, run
 
 
-def run(release, outcomes, observed=None, exitstatus=None):
-    fences = [
-        {"chapter": "book/a.md", "fence": f"Cell {i} (line {i})", "outcome": o,
-         "reason": "AssertionError: boom" if o == "failed" else "", "proves": f"claim {i}",
-         "observed": (observed or {}) if i == 0 else {}}
-        for i, o in enumerate(outcomes)
+def url(chapter: str) -> str:
+    return chapter.removeprefix("book/").removesuffix(".md") + ".html"
+
+
+CURRENT = [fence("a"), fence("b", cell=1), fence("gpu", chapter="book/c.md")]
+GPU = "needs a CUDA GPU; torch.cuda.is_available() is False"
+
+
+def runs():
+    return [
+        run("2.8.0", [rec("a", observed={"acc": "1", "n": "5"}, labels={"acc": "the answer"}),
+                      rec("b"), rec("gpu", "skipped", reason=GPU)]),
+        run("2.13.0+cpu", [rec("a", observed={"acc": "2", "n": "6"}, labels={"acc": "the answer"}),
+                           rec("b", "failed", reason="AssertionError: boom"),
+                           rec("gpu", "skipped", reason=GPU)], build="CPU-only"),
+        run("2.15.0", [rec("a", observed={"acc": "2", "n": "5"}, labels={"acc": "the answer"}),
+                       rec("b"), rec("gpu", "skipped", reason=GPU)]),
     ]
-    status = exitstatus if exitstatus is not None else int("failed" in outcomes)
-    return {"release": release, "torch": release, "build": "b", "date": "2026-11-30",
-            "exitstatus": status, "fences": fences}
 
 
-def test_load_orders_releases_by_version(tmp_path: Path):
-    for name in ("2.15.0", "2.8.0", "2.13.0+cpu"):
-        (tmp_path / f"{name}.json").write_text(json.dumps(run(name, ["passed"])))
-    assert [verified.label(r) for r in verified.load(tmp_path)] == ["2.8.0", "2.13.0+cpu", "2.15.0"]
+def test_summary_counts_fences_and_marks_a_red_release():
+    html = verified.summary_html(runs(), CURRENT)
+    assert "The book has <b>3</b> fences" in html
+    rows = html.split("<tr>")[2:]
+    assert '<td data-label="passed">2</td><td data-label="failed">0</td><td data-label="skipped">1</td>' in rows[0]
+    assert ">green</td>" in rows[0] and ">RED</td>" in rows[1]
+    assert "CPU-only · no GPU" in rows[1]
+    assert "errors outside fences" not in html  # a column only where there are some
 
 
-def test_a_fence_false_on_one_release_is_red_there_only():
-    runs = [run("2.8.0", ["passed", "passed"]), run("2.13.0", ["passed", "failed"])]
-    table = verified.grid_html(runs, verified.fence_grid(runs)["book/a.md"])
-    row = table.split("<tr>")[-1]
-    assert '<td class="tf-pass" title="">pass</td><td class="tf-fail" title="AssertionError: boom">FAIL</td>' in row
-    summary = verified.summary_html(runs)
-    assert '<td class="tf-pass" title="">green</td>' in summary.split("<tr>")[2]
-    assert '<td class="tf-fail" title="">RED</td>' in summary.split("<tr>")[3]
-    assert ("outcome", "book/a.md", "Cell 1 (line 1)", {"2.8.0": "passed", "2.13.0": "failed"}) in verified.differences(runs)
+def test_summary_says_which_chapters_are_not_counted():
+    current, digests = CURRENT, {"book/a.md": "da", "book/c.md": "dc"}
+    partly = run("2.9.1", [rec("a"), rec("b"), rec("gpu", chapter="book/c.md")],
+                 chapters={"book/a.md": "da", "book/c.md": "old"})
+    (part,), _ = record.split([partly], current, digests)
+    html = verified.summary_html([part], current)
+    assert "green (1 chapters changed since: their 1 fences not counted)" in html
 
 
-def test_observed_values_that_differ_are_listed():
-    runs = [run("2.13.0+cpu", ["passed"], {"acc": "None"}), run("2.14.1", ["passed"], {"acc": "cuda"})]
-    diffs = verified.differences(runs)
-    assert diffs == [("acc", "book/a.md", "Cell 0 (line 0)", {"2.13.0+cpu": "None", "2.14.1": "cuda"})]
-    same = [run("a", ["passed"], {"acc": "x"}), run("b", ["passed"], {"acc": "x"})]
-    assert verified.differences(same) == []
+def test_summary_shows_errors_outside_fences_only_when_there_are_some():
+    broken = [run("2.8.0", [rec("a")], errors=[{"chapter": "book/a.md", "item": "Cell 2", "reason": "x"}])]
+    html = verified.summary_html(broken, CURRENT)
+    assert "<th>errors outside fences</th>" in html and '<td data-label="errors outside fences">1</td>' in html
 
 
-def test_a_missing_fence_is_marked_not_run():
-    runs = [run("2.8.0", ["passed"]), run("2.13.0", ["passed", "passed"])]
-    assert 'class="tf-missing"' in verified.grid_html(runs, verified.fence_grid(runs)["book/a.md"])
+def test_changes_are_behaviours_in_words_with_the_release_and_the_section():
+    changes = record.changes(runs(), CURRENT)
+    html = verified.changes_html(changes, CURRENT, url)
+    assert '<td data-label="behaviour">the answer</td>' in html
+    assert '<td data-label="old → new">1 → 2</td>' in html
+    assert '<td data-label="first release with the new value">2.13.0+cpu</td>' in html
+    assert '<td data-label="differs by">release</td>' in html
+    assert '<a href="a.html#fence-a">a: Section of a</a>' in html
+    assert "<code>n</code>" not in html  # no description: not a behaviour row
 
 
-def test_an_install_failure_is_red():
-    broken = {"release": "2.15.0", "torch": None, "exitstatus": 1, "error": "install failed", "fences": []}
-    assert not verified.ok(broken)
+def test_values_without_a_description_are_collapsed_apart():
+    html = verified.other_values_html(record.changes(runs(), CURRENT), CURRENT, url)
+    assert html.startswith('<details class="tf-details"><summary>1 more recorded values differ')
+    assert "<code>n</code>" in html and "differs by build: CUDA 5, CPU-only 6" in html
 
 
-def test_grid_follows_the_given_chapter_order():
-    runs = [{"release": "x", "fences": [
-        {"chapter": "book/b.md", "fence": "f", "outcome": "passed"},
-        {"chapter": "book/a.md", "fence": "f", "outcome": "passed"}]}]
-    assert list(verified.fence_grid(runs, ["book/a.md", "book/b.md"])) == ["book/a.md", "book/b.md"]
+def test_never_run_fences_are_called_out():
+    html = verified.never_run_html(record.never_run(runs(), CURRENT), url)
+    assert "<b>1 fences never ran on any release</b>" in html
+    assert f'<li>{GPU}: <a href="c.html#fence-gpu">gpu</a></li>' in html
 
 
-def test_differences_table_has_a_column_per_release():
-    runs = [run("2.13.0+cpu", ["passed"], {"acc": "None"}), run("2.14.1", ["passed"], {"acc": "cuda"})]
-    table = verified.differences_html(runs)
-    assert "<th>2.13.0+cpu</th><th>2.14.1</th>" in table
-    assert "<td>None</td><td>cuda</td>" in table
+def test_grid_is_collapsed_per_chapter_with_an_anchor_per_fence():
+    html = verified.grid_html(runs(), CURRENT, url)
+    assert html.count('<details class="tf-details tf-grid-chapter">') == 2
+    assert "<summary>a (2 fences, 1 failing)</summary>" in html
+    assert '<tr id="fence-b">' in html
+    row = html.split('<tr id="fence-b">')[1].split("</tr>")[0]
+    assert '<td class="tf-pass" title="2.8.0: passed">✓</td>' in row
+    assert '<td class="tf-fail" title="2.13.0+cpu: FAILED: AssertionError: boom">✗</td>' in row
+    assert '<span class="tf-badge tf-badge-fails">fails on 2.13.0+cpu</span>' in row
+
+
+def test_provenance_reports_stale_files_and_an_empty_record():
+    stale = [(run("2.9.1", [rec("a", code="old")]), ["book/a.md changed since this run (fences whose code changed: a)"])]
+    html = verified.provenance_html(runs(), stale)
+    assert "Current results for <b>3</b> releases (2.8.0, 2.13.0+cpu, 2.15.0)" in html
+    assert "<b>Stale: results/2.9.1.json</b>" in html and "fences whose code changed: a" in html
+    assert "No results yet" in verified.provenance_html([], [])

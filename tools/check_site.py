@@ -8,7 +8,10 @@ error/traceback/stderr output, every glued value rendered and not bold, no
 console error, the .ipynb download offered, input code that scrolls instead
 of wrapping, no sideways scroll of the whole page, an "Executed with torch"
 line on executed pages, and no serious or critical accessibility violation
-(axe-core, WCAG 2 A/AA: contrast included). Then searches for each
+(axe-core, WCAG 2 A/AA: contrast included), and a record badge on
+every fence. The Verified-on page and two chapters are opened 390 px wide in
+light and dark mode, and a badge's link must open the collapsed grid at the
+fence's row. Then searches for each
 chapter's topic and expects that chapter first. Saves a screenshot per page,
 width and mode under _build/screenshots/ (the workflow keeps them). Exits 1
 on any failure.
@@ -110,6 +113,10 @@ def check_page(page, url: str, pagename: str, view: str = "") -> list[str]:
         problems.append(f"{len(empty)} glued value(s) rendered empty")
     if page.locator('a[href$=".ipynb"]').count() == 0:
         problems.append("no .ipynb download link")
+    fences = page.locator("div.cell.tag_fence").count()
+    badged = page.locator("div.cell.tag_fence > p.tf-badge-line > a.tf-badge").count()
+    if badged != fences:
+        problems.append(f"{fences - badged} of {fences} fences have no record badge")
     problems += layout_problems(page.evaluate(LAYOUT_JS))
     problems += accessibility_problems(page)
     problems += [f"console: {c}" for c in console]
@@ -166,6 +173,46 @@ def check_search(page, url: str, query: str, chapter: str) -> list[str]:
     return []
 
 
+VERIFIED = "book/verified"
+
+
+def check_record(browser, url: str, chapters: list[str]) -> list[str]:
+    """The Verified-on page at 390 px, light and dark; a badge's link opens the fence's row."""
+    problems: list[str] = []
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for scheme in ("light", "dark"):
+        page = browser.new_page(viewport={"width": 390, "height": 844}, color_scheme=scheme)
+        for name in (VERIFIED, *chapters[:2]):
+            page.goto(f"{url}/{name}.html", wait_until="load")
+            page.wait_for_timeout(300)
+            theme = page.evaluate("document.documentElement.dataset.theme")
+            if theme != scheme:
+                problems.append(f"{name} at 390 px: asked for {scheme} mode, the page is in {theme!r}")
+            wide = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+            if wide > 1:
+                problems.append(f"{name} at 390 px ({scheme}): the page scrolls sideways by {wide} px")
+            page.screenshot(path=str(SHOTS / f"{name.replace('/', '_')}-390-{scheme}.png"), full_page=True)
+        page.close()
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    for name in chapters:
+        page.goto(f"{url}/{name}.html", wait_until="load")
+        badge = page.locator("a.tf-badge").first
+        if not badge.count():
+            continue
+        href = badge.get_attribute("href") or ""
+        ident = href.partition("#")[2]
+        badge.click()
+        page.wait_for_load_state("load")
+        page.wait_for_timeout(300)
+        row = page.locator(f'[id="{ident}"]')
+        if not row.count() or not row.first.is_visible():
+            problems.append(f"the badge of {ident} ({name}) does not open its row on the Verified-on page")
+        page.screenshot(path=str(SHOTS / "verified-from-badge.png"))
+        break
+    page.close()
+    return problems
+
+
 HEAD = ('<html lang="en"><head><meta name="viewport" content="width=device-width">'
         '<title>{title} &#8212; Tensor Fences</title><link rel="icon" href="data:,"></head>')
 GOOD = HEAD.format(title="Good page") + """<body><main>
@@ -178,13 +225,14 @@ BAD = HEAD.format(title="Bad page") + """<body><main>
 <span class="pasted-text" style="font-weight:700">7</span></p>
 <div class="cell"><div class="cell_input"><pre style="white-space:pre-wrap">x = 1</pre></div></div>
 <div style="width:3000px">wide</div>
+<div class="cell tag_fence"><div class="cell_input"><pre>assert 1 == 2</pre></div></div>
 <p style="color:#bbb;background:#fff">faint text</p>
 <div class="output traceback"><pre>Traceback (most recent call last): AssertionError</pre></div>
 <script>console.error("boom")</script></main></body></html>"""
 #: Each defect planted in BAD, and the words the checker must fail it with.
 PLANTED = ["traceback output", "Traceback (most recent", "rendered empty", "no .ipynb download",
            "console: boom", "rendered bold", "wrap lines", "scrolls sideways",
-           "no 'Executed with torch", "color-contrast"]
+           "no 'Executed with torch", "color-contrast", "1 of 1 fences have no record badge"]
 
 
 def self_test(browser) -> list[str]:
@@ -251,6 +299,12 @@ def main(argv: list[str]) -> int:
                 print(f"{'ok  ' if not problems else 'FAIL'} search {query!r}")
                 for p in problems:
                     print(f"     - {p}")
+            problems = check_record(browser, url, [n for n in pages if n != VERIFIED])
+            checks += 1
+            failures += bool(problems)
+            print(f"{'ok  ' if not problems else 'FAIL'} the record at 390 px, light and dark")
+            for p in problems:
+                print(f"     - {p}")
             browser.close()
     finally:
         server.shutdown()

@@ -1,109 +1,170 @@
 """The release matrix: every chapter's fences, once per supported torch.
 
-    python tools/matrix.py [RELEASE ...]      (make matrix)
+    python tools/matrix.py [RELEASE ...]     (make matrix [RELEASES="2.8.0 newest"])
+    python tools/matrix.py --report-only     the change report for results/ as it is
 
-Each release gets its own virtual environment under $TF_VENVS (default
-~/.cache/tensor-fences/venvs), outside the clone and reused between runs.
-The project is not installed there: the suite runs with PYTHONPATH set to
-this checkout, so the fences tested are the ones in this clone.
+Runs every release in ``RELEASES`` plus *newest*, the newest torch on PyPI
+(resolved now, so a new release is verified by the weekly run with no
+edit; when it is one of the listed releases it runs once). Each release
+has its own virtual environment (``tools/venvs.py``); the project is not
+installed there: the suite runs with PYTHONPATH set to this checkout, so
+the fences tested are the ones in this clone.
 
-Each run writes results/<release>.json (one record per fence, from
-fences.pytest_plugin). The "Verified on" page renders those files. A
-release that fails to install, or any fence that fails, fails the run,
-after every release has been tried.
+Each chapter runs in a fresh kernel (``--fences-fresh-kernel``): no chapter
+can see what another left behind, whichever worker runs it. Each release
+writes ``results/<release>.json`` (see ``fences.record``).
+
+At the end the run compares the new results with the committed ones (git
+HEAD's ``results/``) and writes what changed, in Markdown fit for a pull
+request, to ``_build/matrix-report.md``, and prints it. A release that fails
+to install, a failing fence or a failing cell outside a fence fails the
+run, after every release has been tried and the report written.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import venvs  # noqa: E402
+from venvs import Release  # noqa: E402
+
+from fences import record  # noqa: E402
+
 RESULTS = ROOT / "results"
-VENVS = Path(os.environ.get("TF_VENVS", Path.home() / ".cache" / "tensor-fences" / "venvs"))
+REPORT = ROOT / "_build" / "matrix-report.md"
 
-# name -> (pip requirement, environment for pip, what it exercises)
-RELEASES = {
-    "2.8.0": ("torch==2.8.0", {}, "the release the oldest source material was written against (CUDA build from PyPI)"),
-    # The local version label pins the CPU build: this machine has that wheel on disk;
-    # elsewhere it comes from PyTorch's CPU index (PIP_EXTRA_INDEX_URL, see the workflow).
-    "2.13.0+cpu": ("torch==2.13.0+cpu", {}, "the reference build: CPU wheel, the one `make test` uses"),
-    "2.14.1": ("torch==2.14.1", {}, "a CUDA build on a machine with no GPU"),
-    # This machine caps pip at torch<=2.14.1 through a constraint file in its
-    # pip config; an empty constraint file lifts the cap for this one install.
-    "2.15.0": ("torch==2.15.0", {"PIP_CONSTRAINT": os.devnull}, "the newest release (CUDA build from PyPI)"),
-}
-
-# What the suite needs besides torch (the site build is not run per release).
-SUITE_DEPS = ["numpy>=2", "pytest>=8", "pytest-xdist>=3", "nbval>=0.11", "jupytext>=1.16", "ipykernel>=6",
-              "myst-nb>=1", "pyyaml", "matplotlib>=3.8", "hypothesis>=6.100", "ml_dtypes>=0.5",
-              "array-api-strict>=2.3", "jax>=0.4.30"]
+# Every minor release since 2.8, at its latest patch, plus the newest on PyPI.
+RELEASES = [
+    Release("2.8.0", "torch==2.8.0", "the release the oldest source material was written against"),
+    Release("2.9.1", "torch==2.9.1"),
+    Release("2.10.0", "torch==2.10.0"),
+    Release("2.11.0", "torch==2.11.0"),
+    Release("2.12.1", "torch==2.12.1"),
+    # The local version label pins the CPU build (PIP_FIND_LINKS says where it is).
+    Release("2.13.0+cpu", "torch==2.13.0+cpu", "the reference build: CPU wheel, the one `make test` uses"),
+    Release("2.14.1", "torch==2.14.1"),
+    Release("2.15.0", "torch==2.15.0"),
+]
+NEWEST = "newest"
+PYPI_JSON = "https://pypi.org/pypi/torch/json"
 
 
-def venv_for(name: str) -> Path:
-    return VENVS / f"torch-{name}"
+def newest_on_pypi(url: str = PYPI_JSON) -> str:
+    """The newest torch release on PyPI (its "latest" version, never a pre-release)."""
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=60) as answer:
+        return json.load(answer)["info"]["version"]
 
 
-def ensure_venv(name: str) -> Path:
-    """Create (or reuse) the release's venv; raises CalledProcessError on failure."""
-    requirement, env, _ = RELEASES[name]
-    venv = venv_for(name)
-    stamp = venv / ".tensor-fences"
-    wanted = json.dumps([requirement, SUITE_DEPS])
-    if stamp.exists() and stamp.read_text() == wanted:
-        return venv
-    if not (venv / "bin" / "python").exists():
-        if venv.exists():
-            shutil.rmtree(venv)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-    subprocess.run(pip + ["--upgrade", "pip"], check=True)
-    print(f"[matrix] installing {requirement} into {venv}", flush=True)
-    subprocess.run(pip + [requirement, *SUITE_DEPS], check=True, env={**os.environ, **env})
-    stamp.write_text(wanted)
-    return venv
+def resolve(names: list[str], newest=newest_on_pypi) -> list[Release]:
+    """The releases to run: the named ones (all when none), "newest" resolved now, no duplicates."""
+    known = {r.name: r for r in RELEASES}
+    out: list[Release] = []
+    for name in names or [*known, NEWEST]:
+        if name == NEWEST:
+            version = newest()
+            rel = known.get(version) or Release(version, f"torch=={version}", "the newest release on PyPI")
+        elif name in known:
+            rel = known[name]
+        else:
+            raise SystemExit(f"unknown release {name!r}; known: {[*known, NEWEST]}")
+        if rel not in out:
+            out.append(rel)
+    return out
 
 
-def run_release(name: str) -> int:
+def committed_results(root: Path = ROOT) -> list[dict] | None:
+    """The results files in git HEAD, or None where there is no git history to read."""
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+
+    try:
+        listing = git("ls-tree", "--name-only", "HEAD", "results/")
+    except OSError:
+        return None
+    if listing.returncode != 0:
+        return None
+    runs = []
+    for name in listing.stdout.split():
+        if name.endswith(".json"):
+            shown = git("show", f"HEAD:{name}")
+            if shown.returncode == 0:
+                run = json.loads(shown.stdout)
+                run["file"] = Path(name).name
+                runs.append(run)
+    return sorted(runs, key=record.run_key)
+
+
+def run_release(release: Release) -> int:
     """Run the chapter suite on one release; write results/<name>.json. Returns the exit code."""
-    out = RESULTS / f"{name}.json"
+    out = RESULTS / f"{release.name}.json"
     started = time.monotonic()
     try:
-        venv = ensure_venv(name)
+        venv = venvs.ensure(release, log=lambda m: print(m, flush=True))
     except subprocess.CalledProcessError as exc:
-        record = {"release": name, "torch": None, "build": "install failed",
-                  "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
-                  "exitstatus": 1, "error": f"install failed: {exc}", "fences": []}
-        out.write_text(json.dumps(record, indent=1) + "\n")
-        print(f"[matrix] {name}: INSTALL FAILED ({exc})", flush=True)
+        failed = {"release": release.name, "torch": None, "build": "install failed",
+                  "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "exitstatus": 1,
+                  "error": f"install failed: {exc}", "fences": [], "errors": []}
+        out.write_text(json.dumps(failed, indent=1) + "\n")
+        print(f"[matrix] {release.name}: INSTALL FAILED ({exc})", flush=True)
         return 1
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("PIP_CONSTRAINT", None)
     cmd = [str(venv / "bin" / "python"), "-m", "pytest", "book", "-q", "-p", "no:cacheprovider",
-           "--fences-results", str(out)]
-    print(f"[matrix] {name}: {' '.join(cmd[2:])}", flush=True)
+           "--fences-fresh-kernel", "--fences-results", str(out), "--fences-release", release.name]
+    print(f"[matrix] {release.name}: {' '.join(cmd[2:])}", flush=True)
     code = subprocess.run(cmd, cwd=ROOT, env=env).returncode
-    if out.exists():
-        record = json.loads(out.read_text())
-        record["release"] = name
-        record["seconds"] = round(time.monotonic() - started, 1)
-        out.write_text(json.dumps(record, indent=1) + "\n")
-    return code
+    print(f"[matrix] {release.name}: exit {code} in {time.monotonic() - started:.0f} s", flush=True)
+    return code if out.exists() else (code or 1)
+
+
+def report(before: list[dict] | None, names: list[str], base: str) -> str:
+    """Write and return the change report for the releases ``names`` against ``before``."""
+    everything = record.load(RESULTS)
+    after = [r for r in everything if record.label(r) in names]
+    current, digests = record.read_book(ROOT)
+    text = record.change_report(before or [], after, everything, current, digests, base)
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    REPORT.write_text(text, encoding="utf-8")
+    return text
 
 
 def main(argv: list[str]) -> int:
-    names = argv or list(RELEASES)
-    unknown = [n for n in names if n not in RELEASES]
-    if unknown:
-        print(f"unknown release(s): {unknown}; known: {list(RELEASES)}", file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("releases", nargs="*", help=f"releases to run (default: all and {NEWEST})")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: report results/ as it is against the committed results")
+    args = parser.parse_args(argv)
+    before = committed_results()
+    base = "the committed results (git HEAD)"
+    if before is None:
+        before = record.load(RESULTS)
+        base = "the results on disk before this run (no git history)"
+    if args.report_only:
+        names = args.releases or [record.label(r) for r in record.load(RESULTS)]
+        print(report(before, names, base))
+        print(f"[matrix] report written to {REPORT.relative_to(ROOT)}")
+        return 0
+    releases = resolve(args.releases)
     RESULTS.mkdir(exist_ok=True)
-    codes = {name: run_release(name) for name in names}
+    codes = {rel.name: run_release(rel) for rel in releases}
+    if not args.releases:  # the whole matrix: environments of releases it no longer runs go
+        venvs.prune(releases, log=lambda m: print(m, flush=True))
+    print(report(before, list(codes), base))
+    print(f"[matrix] report written to {REPORT.relative_to(ROOT)}")
+    used = venvs.disk_usage([venvs.VENVS, venvs.UV_CACHE])
+    print(f"[matrix] environments and their cache use {used / 2**30:.1f} GiB "
+          f"({venvs.VENVS}, {venvs.UV_CACHE})")
     print("[matrix] " + ", ".join(f"{n}: {'ok' if c == 0 else 'FAILED'}" for n, c in codes.items()))
     return 0 if all(c == 0 for c in codes.values()) else 1
 

@@ -1,0 +1,563 @@
+"""The record: what the release matrix found for each fence, read and compared.
+
+A results file (``results/<release>.json``, written by ``pytest
+--fences-results``) holds one run of the whole book on one torch:
+
+- provenance: ``release``, ``torch`` (version with its local label),
+  ``torch_git`` (the commit torch was built from), ``build`` ("CPU-only",
+  "CUDA 12.8", ...), ``cuda``, ``gpu`` (the device name, or None),
+  ``numpy``, ``python``, ``platform``, ``commit`` (the last git commit
+  that changed ``BOOK_PATHS``, so committing results does not change it)
+  and ``dirty`` (``BOOK_PATHS`` differed from that commit),
+  ``date``, ``exitstatus``;
+- ``fences``: one record per fence, keyed by its ``id`` (the cell's
+  ``fence-id``), in table-of-contents order: ``chapter``, ``cell`` (its
+  index among the chapter's code cells), ``code`` (``code_hash`` of its
+  source), ``outcome``, ``reason``, ``details``, ``proves``, ``observed``
+  (name -> value, from ``fences.observe``) and ``labels`` (name -> what the
+  value means, when the fence gave one);
+- ``errors``: every other item that failed (a setup cell, the state guard,
+  a chapter that could not be read). These fail the run but are not fences;
+- ``chapters``: chapter -> ``chapter_digest`` of the code it ran.
+
+A results file is *stale* where it does not describe the book as it is now:
+a chapter whose code (any code cell, fence or not) changed since the run,
+that the run did not have, or that the book no longer has, and, in a file
+written before fences had ids, everything (``stale_reasons``). Each chapter
+runs in a fresh kernel, so its results depend on its own code alone: the
+records of a chapter that did not change stay current, those of a chapter
+that changed are reported and never shown as current (``split``).
+
+From the current files this module derives what the site and the change
+report show: a badge per fence (``badge``), the behaviours that differ
+between releases or builds (``changes``), the fences no release ran
+(``never_run``), and the Markdown report of what a matrix run changed
+(``change_report``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+OUTCOMES = ("passed", "failed", "skipped")
+#: A skip reason that means "this needs a GPU" (``fences.needs("cuda")``).
+GPU_SKIP = re.compile(r"needs a CUDA GPU|needs Apple MPS|GPU", re.I)
+SHOWN = 40  # characters of a value shown in a badge
+#: What a run's outcome depends on in the repository: its commit is the book's commit.
+BOOK_PATHS = ("book", "fences", "_toc.yml", "conftest.py", "pyproject.toml")
+LISTED = 15  # fences new to the record listed by name in the change report (the rest counted)
+
+
+# --- writing -------------------------------------------------------------------------
+
+def code_hash(source: str) -> str:
+    """A fence's code, ignoring comments, blank lines and trailing spaces: a reworded
+    ``# Proves:`` line keeps the hash, any change to what runs changes it."""
+    lines = [line.rstrip() for line in source.splitlines()]
+    kept = [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    return hashlib.sha256("\n".join(kept).encode()).hexdigest()[:12]
+
+
+def chapter_digest(sources: list[str]) -> str:
+    """The code a chapter runs: ``code_hash`` of each code cell, in order."""
+    return hashlib.sha256(" ".join(code_hash(src) for src in sources).encode()).hexdigest()[:12]
+
+
+def build_kind(cuda: str | None, hip: str | None = None) -> str:
+    """"CPU-only", "CUDA 12.8" or "ROCm 6.4": the build of a torch."""
+    if cuda:
+        return f"CUDA {cuda}"
+    if hip:
+        return f"ROCm {hip}"
+    return "CPU-only"
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def provenance(root: Path) -> dict:
+    """Which torch, build, NumPy, Python and platform run here, and which commit of the book."""
+    import numpy
+    import torch
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    # The last commit that changed what runs, not HEAD: committing results must not
+    # change the provenance of the next run (a shallow clone may not see it: HEAD then).
+    commit = _git(root, "log", "-1", "--format=%H", "--", *BOOK_PATHS) or _git(root, "rev-parse", "HEAD")
+    status = _git(root, "status", "--porcelain", "--", *BOOK_PATHS)
+    return {
+        "torch": torch.__version__,
+        "torch_git": getattr(torch.version, "git_version", None),
+        "build": build_kind(torch.version.cuda, getattr(torch.version, "hip", None)),
+        "cuda": torch.version.cuda,
+        "gpu": gpu,
+        "numpy": numpy.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "commit": commit,
+        "dirty": bool(status) if status is not None else None,
+    }
+
+
+def toc_order(root: Path) -> dict[str, int]:
+    """chapter path (relative to ``root``) -> its position in ``_toc.yml``."""
+    from .chapter import toc_files
+
+    if not (root / "_toc.yml").exists():
+        return {}
+    return {p.relative_to(root).as_posix(): n for n, p in enumerate(toc_files(root))}
+
+
+def ordered(records: list[dict], toc: dict[str, int], key: str = "cell") -> list[dict]:
+    """Records in table-of-contents order: chapter order, then cell order.
+
+    A chapter not in the table of contents comes after those that are, by name.
+    """
+    return sorted(records, key=lambda r: (toc.get(r["chapter"], len(toc)), r["chapter"],
+                                          r.get(key, -1) if isinstance(r.get(key), int) else -1))
+
+
+# --- reading -------------------------------------------------------------------------
+
+def version_key(version: str) -> tuple:
+    """(major, minor, patch) of "2.13.0+cpu" or "2.15.0.dev20261130"; unknown sorts last."""
+    numbers = re.findall(r"\d+", (version or "").split("+")[0])[:3]
+    return tuple(int(n) for n in numbers) if numbers else (999,)
+
+
+def label(run: dict) -> str:
+    return run.get("release") or run.get("torch") or "?"
+
+
+def run_key(run: dict) -> tuple:
+    """Releases in version order; at one version, the CPU-only build first."""
+    return version_key(run.get("torch") or label(run)), not is_cpu(run), label(run)
+
+
+def is_cpu(run: dict) -> bool:
+    return (run.get("build") or "").startswith("CPU")
+
+
+def load(folder: Path) -> list[dict]:
+    """Every results file in ``folder``, in release order (each remembers its ``file``)."""
+    runs = []
+    for path in sorted(Path(folder).glob("*.json")):
+        run = json.loads(path.read_text(encoding="utf-8"))
+        run["file"] = path.name
+        runs.append(run)
+    return sorted(runs, key=run_key)
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A fence as the book has it now."""
+
+    id: str
+    chapter: str  # path relative to the book's root, e.g. "book/views.md"
+    cell: int     # index among the chapter's code cells
+    code: str     # code_hash of its source
+    section: str  # the title of the section it is in
+    proves: str
+
+
+def read_book(root: Path) -> tuple[list[Fence], dict[str, str]]:
+    """The book as it is now: every fence in reading order, and each chapter's ``chapter_digest``.
+
+    Chapters are those ``_toc.yml`` lists; one that does not exist or cannot
+    be read contributes nothing here (the test suite and the build report it).
+    """
+    import jupytext
+
+    from . import lint
+    from .chapter import header_problems, toc_files
+
+    fences, digests = [], {}
+    for path in toc_files(root) if (root / "_toc.yml").exists() else []:
+        if not path.exists():
+            continue
+        text = path.read_text(encoding="utf-8")
+        if header_problems(text):
+            continue
+        nb = jupytext.reads(text, fmt="md:myst")
+        chapter = path.relative_to(root).as_posix()
+        digests[chapter] = chapter_digest([c.source for c in nb.cells if c.cell_type == "code"])
+        section, code_index = "", -1
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                heads = re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", cell.source, re.M)
+                if heads:
+                    section = heads[-1]
+                continue
+            if cell.cell_type != "code":
+                continue
+            code_index += 1
+            if lint.is_fence(cell) and lint.fence_id(cell):
+                fences.append(Fence(lint.fence_id(cell), chapter, code_index,
+                                    code_hash(cell.source), section, claim(cell.source)))
+    return fences, digests
+
+
+def current_fences(root: Path) -> list[Fence]:
+    """Every fence in the chapters ``_toc.yml`` lists, in reading order."""
+    return read_book(root)[0]
+
+
+def claim(source: str) -> str:
+    """What a fence proves: its ``# Proves:`` line (first comment line when it has none)."""
+    comments = [line.strip().lstrip("#").strip() for line in source.splitlines()
+                if line.strip().startswith("#")]
+    for text in comments:
+        if text.startswith("Proves:"):
+            return text.removeprefix("Proves:").strip()
+    return comments[0] if comments else ""
+
+
+def _ids(ids: list[str]) -> str:
+    return ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+
+
+def stale_chapters(run: dict, digests: dict[str, str]) -> list[str]:
+    """The book's chapters whose records in ``run`` do not describe them now."""
+    ran = run.get("chapters")
+    if ran is None:  # written before chapters were digested: nothing in it can be matched
+        return list(digests)
+    return [c for c, d in digests.items() if ran.get(c) != d]
+
+
+def stale_reasons(run: dict, current: list[Fence], digests: dict[str, str]) -> list[str]:
+    """Why (part of) ``run`` is not a record of the book as it is now; empty when it all is."""
+    if run.get("error") and not run.get("fences"):
+        return []  # an install failure: nothing ran, nothing to compare
+    if run.get("chapters") is None:
+        return [f"written before fences had ids and chapters a digest; the book has "
+                f"{len(current)} fences"]
+    then: dict[str, dict[str, dict]] = {}
+    for r in run.get("fences", []):
+        then.setdefault(r["chapter"], {})[r["id"]] = r
+    reasons = []
+    for chapter in stale_chapters(run, digests):
+        if chapter not in run["chapters"]:
+            reasons.append(f"{chapter} was not run")
+            continue
+        now = {f.id: f for f in current if f.chapter == chapter}
+        old = then.get(chapter, {})
+        parts = []
+        for what, ids in (("new fences", [i for i in now if i not in old]),
+                          ("fences gone", [i for i in old if i not in now]),
+                          ("fences whose code changed",
+                           [i for i in now if i in old and old[i].get("code") != now[i].code])):
+            if ids:
+                parts.append(f"{what}: {_ids(ids)}")
+        reasons.append(f"{chapter} changed since this run ({'; '.join(parts) or 'cells that are not fences'})")
+    gone = [c for c in run["chapters"] if c not in digests]
+    if gone:
+        reasons.append(f"chapters no longer in the book: {_ids(gone)}")
+    return reasons
+
+
+def current_part(run: dict, digests: dict[str, str]) -> dict:
+    """``run`` with only the records of chapters that did not change since it ran."""
+    stale = set(stale_chapters(run, digests)) | {c for c in run.get("chapters") or {} if c not in digests}
+    part = dict(run)
+    part["fences"] = [r for r in run.get("fences", []) if r["chapter"] not in stale]
+    part["errors"] = [e for e in run.get("errors", []) if e.get("chapter") not in stale]
+    part["stale_chapters"] = sorted(c for c in stale if c in digests)
+    return part
+
+
+def split(runs: list[dict], current: list[Fence], digests: dict[str, str]
+          ) -> tuple[list[dict], list[tuple[dict, list[str]]]]:
+    """(the current part of each run, [(run, why part of it is stale)]).
+
+    A run none of whose fences is in an unchanged chapter contributes no
+    current part, unless it is an install failure (which stays visible).
+    """
+    fresh, stale = [], []
+    for run in runs:
+        why = stale_reasons(run, current, digests)
+        if why:
+            stale.append((run, why))
+        part = current_part(run, digests) if run.get("chapters") is not None else None
+        if run.get("error") and not run.get("fences"):
+            fresh.append(run)
+        elif part is not None and (part["fences"] or part["errors"] or not part["stale_chapters"]):
+            fresh.append(part)  # a run whose every fence is in changed chapters shows nothing
+    return fresh, stale
+
+
+def by_id(run: dict) -> dict[str, dict]:
+    return {r["id"]: r for r in run.get("fences", []) if r.get("id")}
+
+
+def counts(run: dict) -> dict[str, int]:
+    """Fences passed / failed / skipped, and errors outside fences, in one run."""
+    out = {o: 0 for o in OUTCOMES}
+    for rec in run.get("fences", []):
+        out[rec["outcome"]] = out.get(rec["outcome"], 0) + 1
+    out["errors"] = len(run.get("errors", []))
+    return out
+
+
+def ok(run: dict) -> bool:
+    """Green: the suite exited 0, no fence failed, nothing outside a fence failed, it installed."""
+    c = counts(run)
+    return run.get("exitstatus") == 0 and not c["failed"] and not c["errors"] and not run.get("error")
+
+
+# --- what differs ----------------------------------------------------------------------
+
+@dataclass
+class Change:
+    """A recorded value that is not the same on every release.
+
+    ``kind``: "release" (one value up to a release, another from it on:
+    ``old``, ``new``, ``since``), "build" (one value per build kind:
+    ``by_build``), or "varies" (anything else: ``segments``).
+    """
+
+    fence: str
+    name: str
+    label: str
+    kind: str
+    old: str = ""
+    new: str = ""
+    since: str = ""
+    by_build: dict[str, str] = field(default_factory=dict)
+    segments: list[tuple[str, str]] = field(default_factory=list)
+    values: dict[str, str] = field(default_factory=dict)  # release -> value
+
+    def text(self, limit: int | None = None) -> str:
+        """The change in a few words: "changed in 2.11.0: X → Y"."""
+        def short(v: str) -> str:
+            return v if limit is None or len(v) <= limit else v[: limit - 1] + "…"
+
+        if self.kind == "release":
+            return f"changed in {self.since}: {short(self.old)} → {short(self.new)}"
+        if self.kind == "build":
+            return "differs by build: " + ", ".join(f"{b} {short(v)}" for b, v in self.by_build.items())
+        return "varies: " + ", ".join(f"{short(v)} from {r}" for r, v in self.segments)
+
+
+def classify(fence: str, name: str, label: str, points: list[tuple[dict, str]]) -> Change | None:
+    """How one recorded value varies over ``points`` ([(run, value)], in release order)."""
+    values = {lbl(r): v for r, v in points}
+    if len(set(values.values())) <= 1:
+        return None
+    kinds: dict[str, set] = {}
+    for run, value in points:
+        kinds.setdefault("CPU-only" if is_cpu(run) else "CUDA", set()).add(value)
+    segments: list[tuple[str, str]] = []
+    for run, value in points:
+        if not segments or segments[-1][1] != value:
+            segments.append((lbl(run), value))
+    if len(kinds) > 1 and all(len(v) == 1 for v in kinds.values()):
+        return Change(fence, name, label, "build", by_build={k: next(iter(v)) for k, v in kinds.items()},
+                      values=values)
+    if len(segments) == 2:
+        return Change(fence, name, label, "release", old=segments[0][1], new=segments[1][1],
+                      since=segments[1][0], values=values)
+    return Change(fence, name, label, "varies", segments=segments, values=values)
+
+
+def lbl(run: dict) -> str:
+    return label(run)
+
+
+def fence_changes(fence: str, runs: list[dict]) -> list[Change]:
+    """Every recorded value of one fence that differs between ``runs``."""
+    points = [(run, by_id(run)[fence]) for run in runs if fence in by_id(run)]
+    names: list[str] = []
+    labels: dict[str, str] = {}
+    for _, rec in points:
+        for name in rec.get("observed", {}):
+            if name not in names:
+                names.append(name)
+        labels.update(rec.get("labels", {}))
+    out = []
+    for name in names:
+        series = [(run, str(rec["observed"][name])) for run, rec in points
+                  if name in rec.get("observed", {})]
+        change = classify(fence, name, labels.get(name, ""), series)
+        if change:
+            out.append(change)
+    return out
+
+
+def changes(runs: list[dict], current: list[Fence]) -> list[Change]:
+    """Every recorded value that differs between ``runs``, fences in reading order."""
+    return [c for f in current for c in fence_changes(f.id, runs)]
+
+
+def never_run(runs: list[dict], current: list[Fence]) -> list[tuple[Fence, str]]:
+    """Fences that no run executed (absent everywhere or skipped everywhere), with why."""
+    out = []
+    for f in current:
+        recs = [by_id(run)[f.id] for run in runs if f.id in by_id(run)]
+        if any(r["outcome"] != "skipped" for r in recs):
+            continue
+        reasons = sorted({r.get("reason", "") for r in recs if r.get("reason")})
+        out.append((f, reasons[0] if reasons else "in no results file"))
+    return out
+
+
+# --- the badge beside each fence -------------------------------------------------------
+
+@dataclass(frozen=True)
+class Badge:
+    """What a fence's badge says: ``kind`` picks its colour, ``text`` is shown, ``title`` on hover."""
+
+    kind: str  # holds, changed, fails, gpu, skipped, none
+    text: str
+    title: str = ""
+
+
+def span(releases: list[str]) -> str:
+    return releases[0] if len(releases) == 1 else f"{releases[0]} – {releases[-1]}"
+
+
+def badge(fence: str, runs: list[dict]) -> Badge:
+    """The badge of one fence over the current runs (in release order)."""
+    recs = [(label(run), by_id(run)[fence], run) for run in runs if fence in by_id(run)]
+    if not recs:
+        return Badge("none", "not yet in the record",
+                     "no current results file holds this fence: run `make matrix`")
+    failed = [rel for rel, rec, _ in recs if rec["outcome"] == "failed"]
+    if failed:
+        reason = next(rec.get("reason", "") for rel, rec, _ in recs if rec["outcome"] == "failed")
+        return Badge("fails", f"fails on {', '.join(failed[:3])}" + (" …" if len(failed) > 3 else ""),
+                     reason)
+    passed = [rel for rel, rec, _ in recs if rec["outcome"] == "passed"]
+    skipped = [(rel, rec) for rel, rec, _ in recs if rec["outcome"] == "skipped"]
+    if not passed:
+        reason = skipped[0][1].get("reason", "")
+        if GPU_SKIP.search(reason):
+            return Badge("gpu", "not yet run on a GPU", reason)
+        return Badge("skipped", "not run on any release", reason)
+    found = fence_changes(fence, [run for _, _, run in recs])
+    if found:
+        first = found[0]
+        more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
+        return Badge("changed", first.text(SHOWN) + more,
+                     "; ".join(f"{c.label or c.name}: {c.text()}" for c in found))
+    text = f"holds on {span(passed)}"
+    title = f"passed on {', '.join(passed)}"
+    if skipped:
+        gpu = all(GPU_SKIP.search(rec.get("reason", "")) for _, rec in skipped)
+        text += "; GPU part not yet run" if gpu else f"; skipped on {len(skipped)}"
+        title += "; skipped on " + ", ".join(f"{rel} ({rec.get('reason', '')})" for rel, rec in skipped)
+    return Badge("holds", text, title)
+
+
+# --- what a matrix run changed ------------------------------------------------------------
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def change_report(before: list[dict], after: list[dict], record: list[dict],
+                  current: list[Fence], digests: dict[str, str],
+                  base: str = "the committed results") -> str:
+    """Markdown for a pull request: what ``after`` (this run) changed against ``before``.
+
+    ``record``: every results file after the run (those not rerun included),
+    for the fences never run anywhere and the stale files.
+    """
+    old = {label(r): r for r in before}
+    where = {f.id: f for f in current}
+    lines = ["# Release matrix: what changed", "",
+             f"Against {base}. Book commit {_commit(after)}.", ""]
+    lines += ["| release | torch | build | passed | failed | skipped | errors | against before |",
+              "|---|---|---|---|---|---|---|---|"]
+    for run in after:
+        c = counts(run)
+        prev = old.get(label(run))
+        delta = _delta(prev, run) if prev else "new release"
+        status = "" if ok(run) else " ❌"
+        lines.append(f"| {label(run)}{status} | {run.get('torch') or '—'} | {run.get('build', '—')} | "
+                     f"{c['passed']} | {c['failed']} | {c['skipped']} | {c['errors']} | {delta} |")
+    lines.append("")
+
+    new_fail, fixed, outcome, values = [], [], [], []
+    known = {fid for run in before for fid in by_id(run)}
+    added = [fid for fid in dict.fromkeys(fid for run in after for fid in by_id(run)) if fid not in known]
+    for run in after:
+        rel, now, prev = label(run), by_id(run), by_id(old.get(label(run), {}))
+        for fid, rec in now.items():
+            was = prev.get(fid)
+            if rec["outcome"] == "failed" and (was is None or was["outcome"] != "failed"):
+                new_fail.append((rel, fid, rec))
+            elif was is None:
+                continue
+            elif was["outcome"] == "failed" and rec["outcome"] != "failed":
+                fixed.append((rel, fid, rec["outcome"]))
+            elif was["outcome"] != rec["outcome"]:
+                outcome.append((rel, fid, was["outcome"], rec["outcome"]))
+            if was is not None:
+                for name, value in rec.get("observed", {}).items():
+                    if name in was.get("observed", {}) and str(was["observed"][name]) != str(value):
+                        values.append((rel, fid, name, rec.get("labels", {}).get(name, ""),
+                                       was["observed"][name], value))
+    errors = [(label(run), e) for run in after for e in run.get("errors", [])]
+    installs = [(label(run), run["error"]) for run in after if run.get("error")]
+
+    shown = []
+
+    def section(title: str, rows: list, render, limit: int | None = None) -> None:
+        if rows:
+            shown.append(title)
+            lines.extend([f"## {title} ({len(rows)})", "", *(render(row) for row in rows[:limit])])
+            if limit is not None and len(rows) > limit:
+                lines.append(f"- and {len(rows) - limit} more")
+            lines.append("")
+
+    def place(fid: str) -> str:
+        f = where.get(fid)
+        return f"`{fid}` ({f.chapter})" if f else f"`{fid}`"
+
+    section("Releases that failed to install", installs, lambda r: f"- {r[0]}: {_md(r[1])}")
+    section("New failures", new_fail, lambda r: f"- {place(r[1])} on {r[0]}: {_md(r[2].get('reason', ''))}")
+    section("Errors outside fences (setup cells, the state guard)", errors,
+            lambda r: f"- {r[1].get('chapter')} {r[1].get('item')} on {r[0]}: {_md(r[1].get('reason', ''))}")
+    if values:
+        shown.append("values")
+        lines += [f"## Values that changed ({len(values)})", "",
+                  "| release | fence | value | before | now |", "|---|---|---|---|---|"]
+        lines += [f"| {r} | {place(f)} | {_md(lab or n)} | {_md(a)} | {_md(b)} |"
+                  for r, f, n, lab, a, b in values]
+        lines.append("")
+    section("Fixed (failed before)", fixed, lambda r: f"- {place(r[1])} on {r[0]}: now {r[2]}")
+    section("Other outcomes that changed", outcome,
+            lambda r: f"- {place(r[1])} on {r[0]}: {r[2]} → {r[3]}")
+    section("Fences new to the record (in no earlier results file)", added, lambda fid: f"- {place(fid)}",
+            limit=LISTED)
+    fresh, stale = split(record, current, digests)
+    section("Fences never run anywhere", never_run(fresh, current),
+            lambda r: f"- `{r[0].id}` ({r[0].chapter}): {_md(r[1])}")
+    section("Stale results files (what they hold of these chapters is not shown as current)", stale,
+            lambda r: f"- {r[0].get('file', label(r[0]))}: " + "; ".join(r[1]))
+    if not shown:
+        lines.append("Nothing changed: no new failure, no changed value, every fence ran somewhere.")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _commit(runs: list[dict]) -> str:
+    commits = sorted({(r.get("commit") or "?")[:12] + (" (uncommitted changes)" if r.get("dirty") else "")
+                      for r in runs})
+    return ", ".join(commits) or "?"
+
+
+def _delta(prev: dict, run: dict) -> str:
+    a, b = counts(prev), counts(run)
+    parts = [f"{o} {b[o] - a[o]:+d}" for o in (*OUTCOMES, "errors") if b[o] != a[o]]
+    return ", ".join(parts) or "same counts"

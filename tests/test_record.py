@@ -1,0 +1,362 @@
+"""The record (fences.record): identity, order, provenance, staleness, badges, the change report."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fences
+from fences import record
+from fences.record import Fence
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import matrix  # noqa: E402
+
+HEADER = """---
+jupytext:
+  text_representation:
+    format_name: myst
+kernelspec:
+  name: python3
+  display_name: Python 3
+---
+"""
+
+
+def fence(fid: str, chapter: str = "book/a.md", cell: int = 0, code: str = "c0") -> Fence:
+    return Fence(fid, chapter, cell, code, f"Section of {fid}", f"claim {fid}")
+
+
+def rec(fid, outcome="passed", observed=None, labels=None, reason="", chapter="book/a.md", code="c0"):
+    return {"id": fid, "chapter": chapter, "cell": 0, "code": code, "outcome": outcome,
+            "reason": reason, "details": "", "proves": f"claim {fid}",
+            "observed": observed or {}, "labels": labels or {}}
+
+
+#: The chapters of the synthetic book and the digest of their code now.
+DIGESTS = {"book/a.md": "da", "book/c.md": "dc"}
+
+
+def run(release, recs, build="CUDA 12.8", torch=None, errors=(), exitstatus=None, chapters=None):
+    failed = any(r["outcome"] == "failed" for r in recs) or bool(errors)
+    return {"release": release, "torch": torch or release, "build": build, "commit": "abc123",
+            "dirty": False, "date": "2026-12-01", "gpu": None,
+            "exitstatus": int(failed) if exitstatus is None else exitstatus,
+            "fences": list(recs), "errors": list(errors),
+            "chapters": dict(DIGESTS) if chapters is None else chapters}
+
+
+# --- identity and order ---------------------------------------------------------------
+
+def test_code_hash_ignores_comments_and_blank_lines_only():
+    base = record.code_hash("# Proves: x\nassert f(1) == 2\n")
+    assert record.code_hash("# Proves: x, reworded\n\nassert f(1) == 2   \n") == base
+    assert record.code_hash("# Proves: x\nassert f(1) == 3\n") != base
+
+
+def test_records_follow_the_table_of_contents_then_cells():
+    toc = {"book/b.md": 0, "book/a.md": 1}
+    recs = [{"chapter": "book/a.md", "cell": 0}, {"chapter": "book/b.md", "cell": 5},
+            {"chapter": "book/z.md", "cell": 0}, {"chapter": "book/b.md", "cell": 2},
+            {"chapter": "book/a.md", "cell": -1}]
+    assert [(r["chapter"], r["cell"]) for r in record.ordered(recs, toc)] == [
+        ("book/b.md", 2), ("book/b.md", 5), ("book/a.md", -1), ("book/a.md", 0), ("book/z.md", 0)]
+
+
+def test_the_book_now_fences_in_reading_order_and_chapter_digests(tmp_path: Path):
+    (tmp_path / "book").mkdir()
+    (tmp_path / "_toc.yml").write_text(
+        "format: jb-book\nroot: book/two\nchapters:\n  - file: book/one\n")
+    cell = "```{{code-cell}} ipython3\n:tags: [fence]\n:fence-id: {}\n# Proves: {}\nassert 1 + 1 == 2\n```\n"
+    setup = "\n```{code-cell} ipython3\nx = 1\n```\n"
+    one = (HEADER + "# One\n\n## First part\n\n" + cell.format("one-a", "a") + setup
+           + "\n## Second part\n\n" + cell.format("one-b", "b"))
+    (tmp_path / "book" / "one.md").write_text(one)
+    (tmp_path / "book" / "two.md").write_text(HEADER + "# Two\n\n" + cell.format("two-a", "c"))
+    found, digests = record.read_book(tmp_path)
+    assert [(f.id, f.chapter, f.cell, f.section, f.proves) for f in found] == [
+        ("two-a", "book/two.md", 0, "Two", "c"),
+        ("one-a", "book/one.md", 0, "First part", "a"),
+        ("one-b", "book/one.md", 2, "Second part", "b")]
+    assert list(digests) == ["book/two.md", "book/one.md"]
+    # a change to a cell that is not a fence changes its chapter's digest, and only that one
+    (tmp_path / "book" / "one.md").write_text(one.replace("x = 1", "x = 2"))
+    _, after = record.read_book(tmp_path)
+    assert after["book/one.md"] != digests["book/one.md"] and after["book/two.md"] == digests["book/two.md"]
+    # comments do not count
+    (tmp_path / "book" / "one.md").write_text(one.replace("# Proves: a", "# Proves: a, reworded"))
+    assert record.read_book(tmp_path)[1] == digests
+
+
+# --- provenance ---------------------------------------------------------------------------
+
+def test_provenance_names_torch_build_cuda_numpy_python_platform_and_commit():
+    import numpy
+    import torch
+
+    p = record.provenance(ROOT)
+    assert p["torch"] == torch.__version__ and p["numpy"] == numpy.__version__
+    assert p["build"] == ("CPU-only" if torch.version.cuda is None else f"CUDA {torch.version.cuda}")
+    assert p["torch_git"] == torch.version.git_version
+    assert set(p) >= {"cuda", "gpu", "python", "platform", "commit", "dirty"}
+    assert p["python"].count(".") == 2 and p["platform"]
+    last = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%H", "--", *record.BOOK_PATHS],
+                          capture_output=True, text=True)
+    assert p["commit"] == (last.stdout.strip() if last.returncode == 0 else None)
+
+
+def test_committing_results_does_not_change_the_books_commit(tmp_path: Path):
+    def git(*args):
+        return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t",
+                               *args], check=True, capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "a.md").write_text("a")
+    git("add", "book")
+    git("commit", "-qm", "book")
+    book = git("rev-parse", "HEAD")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "x.json").write_text("{}")
+    git("add", "results")
+    git("commit", "-qm", "results")
+    p = record.provenance(tmp_path)
+    assert p["commit"] == book and p["dirty"] is False
+    (tmp_path / "book" / "a.md").write_text("b")
+    assert record.provenance(tmp_path)["dirty"] is True
+
+
+def test_build_kind():
+    assert record.build_kind(None) == "CPU-only"
+    assert record.build_kind("12.8") == "CUDA 12.8"
+    assert record.build_kind(None, "6.4") == "ROCm 6.4"
+
+
+# --- staleness ---------------------------------------------------------------------------------
+
+CURRENT = [fence("a"), fence("b", cell=1), fence("c", chapter="book/c.md")]
+
+
+def test_a_results_file_matching_the_book_is_current():
+    r = run("2.8.0", [rec("a"), rec("b"), rec("c", chapter="book/c.md")])
+    assert record.stale_reasons(r, CURRENT, DIGESTS) == []
+    fresh, stale = record.split([r], CURRENT, DIGESTS)
+    assert stale == [] and fresh[0]["fences"] == r["fences"] and fresh[0]["stale_chapters"] == []
+
+
+@pytest.mark.parametrize("recs, chapters, says", [
+    ([rec("a"), rec("c", chapter="book/c.md")], {"book/a.md": "old", "book/c.md": "dc"},
+     "book/a.md changed since this run (new fences: b)"),
+    ([rec("a"), rec("b"), rec("gone"), rec("c", chapter="book/c.md")], {"book/a.md": "old", "book/c.md": "dc"},
+     "book/a.md changed since this run (fences gone: gone)"),
+    ([rec("a"), rec("b", code="old"), rec("c", chapter="book/c.md")], {"book/a.md": "old", "book/c.md": "dc"},
+     "book/a.md changed since this run (fences whose code changed: b)"),
+    ([rec("a"), rec("b"), rec("c", chapter="book/c.md")], {"book/a.md": "old", "book/c.md": "dc"},
+     "book/a.md changed since this run (cells that are not fences)"),
+    ([rec("c", chapter="book/c.md")], {"book/c.md": "dc"}, "book/a.md was not run"),
+])
+def test_a_changed_chapter_is_stale_and_only_its_records_are_dropped(recs, chapters, says):
+    r = run("2.8.0", recs, chapters=chapters)
+    why = record.stale_reasons(r, CURRENT, DIGESTS)
+    assert why == [says], why
+    (part,), ((stale, _),) = record.split([r], CURRENT, DIGESTS)
+    assert stale is r
+    assert [x["id"] for x in part["fences"]] == ["c"] and part["stale_chapters"] == ["book/a.md"]
+
+
+def test_a_file_from_before_fence_ids_is_stale_throughout():
+    old = run("2.8.0", [{"chapter": "book/a.md", "fence": "Cell 0 (line 3)", "outcome": "passed"}])
+    del old["chapters"]
+    assert record.stale_reasons(old, CURRENT, DIGESTS) == [
+        "written before fences had ids and chapters a digest; the book has 3 fences"]
+    fresh, stale = record.split([old], CURRENT, DIGESTS)
+    assert fresh == [] and len(stale) == 1
+
+
+def test_chapters_no_longer_in_the_book_are_reported():
+    r = run("2.8.0", [rec("a"), rec("b"), rec("c", chapter="book/c.md"), rec("x", chapter="book/x.md")],
+            chapters={**DIGESTS, "book/x.md": "dx"})
+    assert record.stale_reasons(r, CURRENT, DIGESTS) == ["chapters no longer in the book: book/x.md"]
+    (part,), _ = record.split([r], CURRENT, DIGESTS)
+    assert [x["id"] for x in part["fences"]] == ["a", "b", "c"]
+
+
+def test_load_orders_releases_by_version_cpu_build_first(tmp_path: Path):
+    for name, build in (("2.15.0", "CUDA 13.0"), ("2.8.0", "CUDA 12.8"), ("2.13.0+cpu", "CPU-only"),
+                        ("2.13.0", "CUDA 12.8"), ("2.10.0", "CUDA 12.8")):
+        (tmp_path / f"{name}.json").write_text(json.dumps(run(name, [], build=build)))
+    assert [record.label(r) for r in record.load(tmp_path)] == [
+        "2.8.0", "2.10.0", "2.13.0+cpu", "2.13.0", "2.15.0"]
+
+
+# --- what differs, and the badge -----------------------------------------------------------
+
+def test_counts_are_fences_only():
+    r = run("2.8.0", [rec("a"), rec("b", "skipped"), rec("c", "failed")],
+            errors=[{"chapter": "book/a.md", "item": "Cell 3 (line 9)", "reason": "boom"}])
+    assert record.counts(r) == {"passed": 1, "failed": 1, "skipped": 1, "errors": 1}
+    assert not record.ok(r)
+    assert not record.ok(run("2.8.0", [rec("a")], errors=[{"item": "x"}]))
+    assert record.ok(run("2.8.0", [rec("a")]))
+
+
+def series(values: dict[str, str], label="the accelerator", cpu=("2.13.0+cpu",)):
+    return [run(rel, [rec("a", observed={"x": v}, labels={"x": label} if label else {})],
+                build="CPU-only" if rel in cpu else "CUDA 12.8") for rel, v in values.items()]
+
+
+def test_badge_holds_names_the_first_and_last_release():
+    runs = [run(r, [rec("a")]) for r in ("2.8.0", "2.9.1", "2.15.0")]
+    b = record.badge("a", runs)
+    assert (b.kind, b.text) == ("holds", "holds on 2.8.0 – 2.15.0")
+    assert record.badge("a", runs[:1]).text == "holds on 2.8.0"
+
+
+def test_badge_changed_names_the_release_and_both_values():
+    runs = series({"2.8.0": "1", "2.9.1": "1", "2.11.0": "2", "2.15.0": "2"}, cpu=())
+    b = record.badge("a", runs)
+    assert (b.kind, b.text) == ("changed", "changed in 2.11.0: 1 → 2")
+    assert "the accelerator: changed in 2.11.0" in b.title
+
+
+def test_badge_by_build():
+    runs = series({"2.8.0": "cuda", "2.13.0+cpu": "None", "2.15.0": "cuda"})
+    b = record.badge("a", runs)
+    assert (b.kind, b.text) == ("changed", "differs by build: CUDA cuda, CPU-only None")
+
+
+def test_a_value_that_comes_and_goes_varies():
+    runs = series({"2.8.0": "1", "2.9.1": "2", "2.10.0": "1"}, cpu=())
+    (change,) = record.fence_changes("a", runs)
+    assert change.kind == "varies"
+    assert change.text() == "varies: 1 from 2.8.0, 2 from 2.9.1, 1 from 2.10.0"
+
+
+def test_badge_not_yet_run_on_a_gpu():
+    why = "needs a CUDA GPU; torch.cuda.is_available() is False (torch 2.8.0)"
+    runs = [run(r, [rec("a", "skipped", reason=why)]) for r in ("2.8.0", "2.9.1")]
+    assert record.badge("a", runs).text == "not yet run on a GPU"
+    mixed = runs + [run("2.15.0", [rec("a")])]
+    assert record.badge("a", mixed).text == "holds on 2.15.0; GPU part not yet run"
+
+
+def test_badge_fails_and_not_yet_in_the_record():
+    runs = [run("2.8.0", [rec("a")]), run("2.9.1", [rec("a", "failed", reason="AssertionError: x")])]
+    b = record.badge("a", runs)
+    assert (b.kind, b.text, b.title) == ("fails", "fails on 2.9.1", "AssertionError: x")
+    assert record.badge("new", runs) == record.Badge(
+        "none", "not yet in the record", "no current results file holds this fence: run `make matrix`")
+
+
+def test_never_run_anywhere():
+    current = [fence("a"), fence("gpu", cell=1), fence("new", cell=2)]
+    runs = [run("2.8.0", [rec("a"), rec("gpu", "skipped", reason="needs a CUDA GPU")])]
+    assert [(f.id, why) for f, why in record.never_run(runs, current)] == [
+        ("gpu", "needs a CUDA GPU"), ("new", "in no results file")]
+
+
+# --- the change report ------------------------------------------------------------------------
+
+def test_change_report_on_two_results_files():
+    current = [fence("a"), fence("b", cell=1), fence("c", cell=2), fence("gpu", cell=3), fence("d", cell=4)]
+    before = [run("2.15.0", [rec("a", observed={"acc": "None"}, labels={"acc": "the accelerator"}),
+                             rec("b", "failed", reason="AssertionError: old"), rec("c"),
+                             rec("gpu", "skipped", reason="needs a CUDA GPU")])]
+    after = [run("2.15.0", [rec("a", observed={"acc": "cuda"}, labels={"acc": "the accelerator"}),
+                            rec("b"), rec("c", "failed", reason="AssertionError: new"),
+                            rec("gpu", "skipped", reason="needs a CUDA GPU"), rec("d")],
+                 errors=[{"chapter": "book/a.md", "item": "Cell 7 (line 80)", "reason": "NameError: y"}])]
+    md = record.change_report(before, after, after, current, {"book/a.md": "da"})
+    assert md.startswith("# Release matrix: what changed")
+    assert "| 2.15.0 ❌ | 2.15.0 | CUDA 12.8 | 3 | 1 | 1 | 1 | passed +1, errors +1 |" in md
+    assert "## New failures (1)\n\n- `c` (book/a.md) on 2.15.0: AssertionError: new" in md
+    assert "| 2.15.0 | `a` (book/a.md) | the accelerator | None | cuda |" in md
+    assert "## Fixed (failed before) (1)\n\n- `b` (book/a.md) on 2.15.0: now passed" in md
+    assert "- book/a.md Cell 7 (line 80) on 2.15.0: NameError: y" in md
+    assert "## Fences new to the record (in no earlier results file) (1)\n\n- `d` (book/a.md)" in md
+    assert "## Fences never run anywhere (1)\n\n- `gpu` (book/a.md): needs a CUDA GPU" in md
+
+
+def test_change_report_calls_out_stale_files_and_new_releases():
+    current = [fence("a")]
+    old = run("2.8.0", [rec("a", code="before-edit")], chapters={"book/a.md": "before-edit"})
+    new = run("2.9.1", [rec("a")], chapters={"book/a.md": "da"})
+    md = record.change_report([], [new], [old, new], current, {"book/a.md": "da"})
+    assert "| 2.9.1 | 2.9.1 | CUDA 12.8 | 1 | 0 | 0 | 0 | new release |" in md
+    assert "## Stale results files (what they hold of these chapters is not shown as current) (1)\n\n" \
+        "- 2.8.0: book/a.md changed since this run (fences whose code changed: a)" in md
+    assert "## New failures" not in md  # empty sections are left out
+
+
+def test_change_report_says_when_nothing_changed():
+    current = [fence("a")]
+    same = [run("2.8.0", [rec("a")], chapters={"book/a.md": "da"})]
+    md = record.change_report(same, same, same, current, {"book/a.md": "da"})
+    assert md.rstrip().endswith("Nothing changed: no new failure, no changed value, every fence ran somewhere.")
+
+
+# --- the matrix runner -------------------------------------------------------------------------
+
+def test_every_minor_release_and_newest_resolved_once():
+    names = [r.name for r in matrix.resolve([], newest=lambda: "2.15.0")]
+    assert names == ["2.8.0", "2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0+cpu", "2.14.1", "2.15.0"]
+    newer = matrix.resolve(["2.8.0", "newest"], newest=lambda: "2.16.0")
+    assert [(r.name, r.requirement) for r in newer] == [("2.8.0", "torch==2.8.0"), ("2.16.0", "torch==2.16.0")]
+    with pytest.raises(SystemExit, match="unknown release"):
+        matrix.resolve(["1.0"])
+
+
+def test_committed_results_are_read_from_git_head(tmp_path: Path):
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "2.8.0.json").write_text(json.dumps(run("2.8.0", [rec("a")])))
+    git("add", "results")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "results")
+    (tmp_path / "results" / "2.8.0.json").write_text(json.dumps(run("2.8.0", [rec("a", "failed")])))
+    (committed,) = matrix.committed_results(tmp_path)
+    assert committed["fences"][0]["outcome"] == "passed" and committed["file"] == "2.8.0.json"
+    assert matrix.committed_results(tmp_path / "results" / "nowhere") is None
+
+
+def test_uv_gets_pips_find_links_and_pips_cap_is_lifted(monkeypatch):
+    import venvs
+
+    env = venvs.install_env({"PIP_FIND_LINKS": "/opt/wheels https://example.org/torch/"})
+    assert env["UV_FIND_LINKS"] == "/opt/wheels,https://example.org/torch/"
+    assert env["UV_LINK_MODE"] == "hardlink" and env["UV_CACHE_DIR"] == str(venvs.UV_CACHE)
+    assert Path(env["PIP_CONSTRAINT"]).read_text() == ""  # exists on every machine, caps nothing
+    assert "UV_FIND_LINKS" not in venvs.install_env({})
+
+
+def test_disk_usage_counts_a_hard_linked_file_once(tmp_path: Path):
+    import venvs
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "wheel").write_bytes(b"x" * 100_000)
+    (tmp_path / "b" / "wheel").hardlink_to(tmp_path / "a" / "wheel")
+    one = venvs.disk_usage([tmp_path / "a"])
+    assert venvs.disk_usage([tmp_path / "a", tmp_path / "b"]) == one
+
+
+# --- observe ------------------------------------------------------------------------------------
+
+def test_observe_with_and_without_a_label_round_trips(capsys):
+    fences.observe("devices.acc", "device(type='cuda')", label="the accelerator torch reports")
+    fences.observe("dtypes.count", 23)
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == \
+        "[observed] the accelerator torch reports (devices.acc) = device(type='cuda')"
+    assert fences.parse_observed(out) == (
+        {"devices.acc": "device(type='cuda')", "dtypes.count": "23"},
+        {"devices.acc": "the accelerator torch reports"})
+    with pytest.raises(ValueError, match="must be letters"):
+        fences.observe("has space", 1)

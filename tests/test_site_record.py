@@ -1,0 +1,185 @@
+"""The record on the site: a badge on every fence, the Verified-on page, the grid out of search.
+
+One small book is built with ``jupyter-book`` (execution off: badges come
+from the cells' metadata and results/, not from outputs). Like the corpus
+proofs, the build's outcome is a function of fences/, the installed
+packages and this file, so it is reused under an unchanged key
+(FENCES_RERUN_CORPUS=1 builds again).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fences import cachekey, record
+
+HEADER = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+"""
+HOLDS = "# Proves: one plus one is two.\nassert 1 + 1 == 2"
+CHANGES = "# Proves: the flag is a bool.\nimport fences\nassert fences.observe('x.flag', True) in (True, False)"
+NEEDS_GPU = "# Proves: a CUDA tensor is on CUDA.\nimport fences\nif fences.needs('cuda'):\n    assert True is not False"
+GRID_ONLY = "zebraquux"  # a fence id: it appears in the grid and nowhere else on the site
+
+
+def fence(fid: str, source: str) -> str:
+    return f"```{{code-cell}} ipython3\n:tags: [fence]\n:fence-id: {fid}\n{source}\n```\n"
+
+
+GPU = "needs a CUDA GPU; torch.cuda.is_available() is False"
+
+
+def result(release: str, build: str, flag: str, code_of: dict[str, str]) -> dict:
+    recs = [{"id": fid, "chapter": "book/a.md", "cell": n, "code": record.code_hash(src),
+             "outcome": "skipped" if fid == "gpu-only" else "passed",
+             "reason": GPU if fid == "gpu-only" else "", "details": "", "proves": "",
+             "observed": {"x.flag": flag} if fid == "flag-check" else {},
+             "labels": {"x.flag": "whether flamingos fly"} if fid == "flag-check" else {}}
+            for n, (fid, src) in enumerate(code_of.items())]
+    return {"release": release, "torch": release, "build": build, "commit": "0123456789ab",
+            "dirty": False, "date": "2026-12-01", "exitstatus": 0, "gpu": None, "fences": recs,
+            "errors": [], "chapters": {"book/index.md": record.chapter_digest([]),
+                                       "book/a.md": record.chapter_digest(list(code_of.values())),
+                                       "book/verified.md": record.chapter_digest([])}}
+
+
+def lay_out(root: Path) -> None:
+    (root / "book").mkdir()
+    (root / "results").mkdir()
+    code_of = {GRID_ONLY: HOLDS, "flag-check": CHANGES, "gpu-only": NEEDS_GPU}
+    (root / "book" / "index.md").write_text(HEADER + "# Home\n\nA test book.\n")
+    (root / "book" / "a.md").write_text(
+        HEADER + "# Chapter A\n\n## Sums\n\n" + fence(GRID_ONLY, HOLDS)
+        + "\n## Flags\n\n" + fence("flag-check", CHANGES) + "\n## On a GPU\n\n"
+        + fence("gpu-only", NEEDS_GPU))
+    verified = (Path(__file__).resolve().parents[1] / "book" / "verified.md").read_text()
+    (root / "book" / "verified.md").write_text(verified)
+    for release, build, flag in (("2.8.0", "CUDA 12.8", "False"), ("2.11.0", "CUDA 12.8", "True"),
+                                 ("2.15.0", "CUDA 13.0", "True")):
+        (root / "results" / f"{release}.json").write_text(json.dumps(result(release, build, flag, code_of)))
+    old = result("2.9.1", "CUDA 12.8", "False", {GRID_ONLY: HOLDS})  # chapter a changed since: stale
+    (root / "results" / "2.9.1.json").write_text(json.dumps(old))
+    (root / "_toc.yml").write_text("format: jb-book\nroot: book/index\nchapters:\n"
+                                   "  - file: book/a\n  - file: book/verified\n")
+    (root / "_config.yml").write_text(
+        "title: record\nexecute:\n  execute_notebooks: 'off'\n"
+        "sphinx:\n  extra_extensions: [fences.sphinx]\n")
+
+
+def build_key() -> str:
+    digest = hashlib.sha256(cachekey.key().encode())
+    for path in [Path(__file__), Path(__file__).resolve().parents[1] / "book" / "verified.md"]:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def site(request, tmp_path_factory):
+    """(exit code, output, {page: html}, search index) of the small book's build."""
+    entry = "fences/site-record-proof"
+    cached = request.config.cache.get(entry, None)
+    if cached and cached.get("key") == build_key() and not os.environ.get("FENCES_RERUN_CORPUS"):
+        return cached["result"]
+    root = tmp_path_factory.mktemp("site")
+    lay_out(root)
+    jb = Path(sys.executable).with_name("jupyter-book")
+    proc = subprocess.run([str(jb), "build", str(root), "-W", "-n", "--keep-going"],
+                          capture_output=True, text=True, timeout=600)
+    html = root / "_build" / "html"
+    pages = {p: (html / "book" / f"{p}.html").read_text() for p in ("a", "verified")
+             if (html / "book" / f"{p}.html").exists()}
+    index = (html / "searchindex.js").read_text() if (html / "searchindex.js").exists() else ""
+    result = [proc.returncode, proc.stdout[-3000:] + proc.stderr[-3000:], pages, index]
+    request.config.cache.set(entry, {"key": build_key(), "date": time.strftime("%Y-%m-%d %H:%M"),
+                                     "result": result})
+    return result
+
+
+def test_the_book_builds(site):
+    code, out, pages, _ = site
+    assert code == 0, out
+    assert set(pages) == {"a", "verified"}
+
+
+def badges(page: str) -> list[tuple[str, str, str]]:
+    """(kind, href, text) of every badge on a page."""
+    return re.findall(r'<a class="[^"]*tf-badge tf-badge-(\w+)[^"]*" href="([^"]+)"[^>]*>([^<]+)</a>', page)
+
+
+def test_every_fence_has_a_badge_linking_to_its_row(site):
+    found = badges(site[2]["a"])
+    assert found == [
+        ("holds", f"verified.html#fence-{GRID_ONLY}", "holds on 2.8.0 – 2.15.0"),
+        ("changed", "verified.html#fence-flag-check", "changed in 2.11.0: False → True"),
+        ("gpu", "verified.html#fence-gpu-only", "not yet run on a GPU"),
+    ], found
+    assert f'id="fence-{GRID_ONLY}"' in site[2]["a"]  # the Verified-on page links back here
+
+
+def test_verified_page_has_true_counts_changes_and_the_grid(site):
+    page = site[2]["verified"]
+    assert "The book has <b>3</b> fences" in page
+    assert "Current results for <b>3</b> releases (2.8.0, 2.11.0, 2.15.0)" in page
+    assert "<b>Stale: results/2.9.1.json</b>" in page
+    assert '<td data-label="behaviour">whether flamingos fly</td>' in page
+    assert '<td data-label="first release with the new value">2.11.0</td>' in page
+    assert '<a href="a.html#fence-flag-check">a: Flags</a>' in page
+    assert f'<tr id="fence-{GRID_ONLY}">' in page
+    assert "<b>1 fences never ran on any release</b>" in page
+
+
+def test_the_grid_is_kept_out_of_search(site):
+    index = site[3]
+    assert "flamingo" in index  # the changes table is searchable
+    assert GRID_ONLY not in index  # the grid is not
+
+
+def test_new_results_make_sphinx_read_every_page_again():
+    """Neither Sphinx nor jupyter-cache sees results/ change: the extension marks every page outdated."""
+    from types import SimpleNamespace
+
+    from fences import sphinx as ext
+
+    app = SimpleNamespace(_tf_record=SimpleNamespace(key="k1"))
+    env = SimpleNamespace(found_docs={"book/a", "book/b", "book/verified"})
+    assert ext._record_outdated(app, env, {"book/a"}, set(), set()) == ["book/b", "book/verified"]
+    assert ext._record_outdated(app, env, set(), set(), set()) == []  # same record: nothing more
+    app._tf_record.key = "k2"
+    assert ext._record_outdated(app, env, set(), set(), set()) == ["book/a", "book/b", "book/verified"]
+
+
+def test_grid_node_is_skipped_by_the_search_indexer():
+    """The grid's node is a comment to Sphinx's indexer (7.4: isinstance(node, nodes.comment))."""
+    from docutils import nodes
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+    from docutils.utils import new_document
+    from sphinx.search import WordCollector
+    from sphinx.search.en import SearchEnglish
+
+    from fences.sphinx import unsearched_html
+
+    doc = new_document("t", get_default_settings(Parser))
+    grid = unsearched_html()
+    grid["html"] = "<table><tr><td>zebraquux</td></tr></table>"
+    doc += [nodes.paragraph("", "flamingo"), grid, nodes.raw("", "<b>pelican</b>", format="html")]
+    collector = WordCollector(doc, SearchEnglish({}))
+    doc.walk(collector)  # as sphinx.search.IndexBuilder.feed does
+    assert "flamingo" in collector.found_words and "pelican" in collector.found_words
+    assert not any("zebra" in w for w in collector.found_words)
