@@ -10,12 +10,14 @@ TORCH  ?= torch==2.13.0
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.tensor-fences-installed
 
-.PHONY: help book test matrix check-site bench clean
+.PHONY: help book test matrix mutate check-site bench clean
 
 help:
 	@echo "make book        build the site into _build/html, executing every fence"
 	@echo "make test        run every chapter's fences and the tests of fences/ under pytest"
 	@echo "make matrix      run every fence on each supported torch release; writes results/"
+	@echo "make mutate      change what each fence expects, one change at a time; each must fail"
+	@echo "                 (tools/mutate.py; writes results/mutation.json)"
 	@echo "make check-site  open every built page in headless Chromium and check it"
 	@echo "make bench       time the verify loop against its floor (benchmarks/bench.py)"
 	@echo "make clean       remove _build (keeps .venv)"
@@ -54,6 +56,11 @@ test: $(STAMP)
 
 matrix: $(STAMP)
 	$(BIN)/python tools/matrix.py $(RELEASES)
+
+# Every fence re-run with one expectation changed at a time; a change that passes
+# (survives) and is not justified in mutate-allowlist.yml fails. CHAPTERS=book/x.md for one.
+mutate: $(STAMP)
+	$(BIN)/python tools/mutate.py $(CHAPTERS)
 
 # Debian's chromium, driven by Playwright for Python (no browser download).
 check-site: $(STAMP)

@@ -17,7 +17,8 @@ SYMBOL = {"passed": ("tf-pass", "pass"), "failed": ("tf-fail", "FAIL"),
 
 def load(folder: Path) -> list[dict]:
     """Every results file in ``folder``, oldest torch first."""
-    runs = [json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))]
+    runs = [json.loads(p.read_text()) for p in sorted(Path(folder).glob("*.json"))
+            if p.name != "mutation.json"]  # make mutate's scores, not a release's results
     return sorted(runs, key=lambda r: _version_key(r.get("torch") or r.get("release", "")))
 
 
