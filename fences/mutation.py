@@ -17,8 +17,8 @@ from pathlib import Path
 #: The file in results/ that tools/mutate.py writes; it is not a release's results.
 RESULTS_NAME = "mutation.json"
 
-_COLUMNS = ("chapter", "fences", "changes tried", "killed", "justified", "open survivors",
-            "not executed", "killed of tried")
+_COLUMNS = ("chapter", "fences", "changes run", "killed", "justified", "open survivors",
+            "did not run here", "killed of run")
 
 
 def load(folder: Path) -> dict | None:
@@ -32,14 +32,15 @@ def _percent(killed: int, total: int) -> str:
 
 
 def score_html(data: dict) -> str:
-    """One row per chapter: changes tried, killed, justified, open, not executed."""
+    """One row per chapter, and one for the book: changes run, killed, justified, open,
+    and those that did not run here (a gated fence, or a branch for another build)."""
+    keys = ("fences", "total", "killed", "justified", "survived", "not_executed", "not_reached")
+    totals = dict.fromkeys(keys, 0)
     rows = []
-    totals = dict.fromkeys(("fences", "total", "killed", "justified", "survived",
-                            "not_executed"), 0)
     for c in data.get("chapters", []):
         if not c.get("fences"):
             continue
-        for key in totals:
+        for key in keys:
             totals[key] += c.get(key, 0)
         rows.append(_row(Path(c["chapter"]).stem, c))
     rows.append(_row("all chapters", totals, bold=True))
@@ -49,13 +50,15 @@ def score_html(data: dict) -> str:
 
 
 def _row(name: str, c: dict, bold: bool = False) -> str:
-    open_css = ' class="tf-fail"' if c.get("survived") else ""
-    cells = [f"<td>{html.escape(name)}</td>"] + [
-        f"<td>{c.get(k, 0)}</td>" for k in ("fences", "total", "killed", "justified")
-    ] + [f"<td{open_css}>{c.get('survived', 0)}</td>", f"<td>{c.get('not_executed', 0)}</td>",
-         f"<td>{_percent(c.get('killed', 0), c.get('total', 0))}</td>"]
+    survived = c.get("survived", 0)
+    cells = [html.escape(name)] + [c.get(k, 0) for k in ("fences", "total", "killed", "justified")]
+    html_cells = "".join(f"<td>{v}</td>" for v in cells)
+    css = ' class="tf-fail"' if survived else ""
+    html_cells += f"<td{css}>{survived}</td>"
+    html_cells += f"<td>{c.get('not_executed', 0) + c.get('not_reached', 0)}</td>"
+    html_cells += f"<td>{_percent(c.get('killed', 0), c.get('total', 0))}</td>"
     style = ' style="font-weight: bold"' if bold else ""
-    return f"<tr{style}>{''.join(cells)}</tr>"
+    return f"<tr{style}>{html_cells}</tr>"
 
 
 def justified_html(data: dict) -> str:

@@ -193,7 +193,7 @@ def record(*outcomes):
 
 
 def test_a_justified_survivor_passes_and_an_unmatched_entry_is_stale():
-    rec = record("killed", "survived", "survived", "not-executed")
+    rec = record("killed", "survived", "survived", "not-executed", "not-reached")
     allow = [{"fence": "f", "mutated": "assert  x != 1", "reason": "equivalent"},
              {"fence": "f", "mutated": "assert x != 9", "reason": "gone"},
              {"fence": "other", "operator": "compare", "reason": "fence not run"}]
@@ -201,8 +201,8 @@ def test_a_justified_survivor_passes_and_an_unmatched_entry_is_stale():
     assert [m["line"] for m in verdict["survivors"]] == [12]
     assert verdict["stale"] == [allow[1]]  # entries of fences that did not run are not stale
     c = mutate.tally(rec)
-    assert (c["total"], c["killed"], c["justified"], c["survived"], c["not_executed"]) == (
-        3, 1, 1, 1, 1)
+    assert (c["total"], c["killed"], c["justified"], c["survived"], c["not_executed"],
+            c["not_reached"]) == (3, 1, 1, 1, 1, 1)
 
 
 def test_an_operator_entry_justifies_every_survivor_of_that_operator():
@@ -305,10 +305,10 @@ def test_the_survivors_of_a_weak_fence_fail_the_run_and_are_named(runs):
     code, out, data = runs["corpus"]
     assert code == 1, out
     survivors = {(m["fence"], m["line"], m["mutated"]) for m in data["survivors"]}
-    assert survivors == {("weak-numel", 28, "assert x.numel() > 1"),
-                         ("weak-numel", 28, "assert x.numel() >= 2"),
-                         ("weak-numel", 28, "assert x.numel() >= 0")}, out
-    assert "tests/corpus/mutate_weak.md:28  fence weak-numel  [compare]" in out
+    assert survivors == {("weak-numel", 30, "assert x.numel() > 1"),
+                         ("weak-numel", 30, "assert x.numel() >= 2"),
+                         ("weak-numel", 30, "assert x.numel() >= 0")}, out
+    assert "tests/corpus/mutate_weak.md:30  fence weak-numel  [compare]" in out
     assert "- assert x.numel() >= 1" in out and "+ assert x.numel() > 1" in out
 
 
@@ -316,8 +316,11 @@ def test_a_fence_that_did_not_run_is_counted_apart(runs):
     _, out, data = runs["corpus"]
     weak = next(c for c in data["chapters"] if c["chapter"].endswith("mutate_weak.md"))
     if data["cuda_available"]:
-        pytest.skip("this machine has a GPU: the gated fence runs")
-    assert weak["not_executed"] == 2 and weak["total"] == 3 and weak["killed"] == 0, weak
+        pytest.skip("this machine has a GPU: the gated fence and the GPU branch run")
+    # weak-gated: both mutants; weak-branch: the mutant in the GPU branch
+    assert weak["not_executed"] == 2 and weak["not_reached"] == 1, weak
+    assert weak["total"] == 5 and weak["killed"] == 2, weak
+    assert [(m["fence"], m["line"]) for m in data["not_reached"]] == [("weak-branch", 48)]
 
 
 def test_justified_survivors_pass_the_run(runs):
@@ -341,14 +344,15 @@ def test_the_page_renders_scores_and_justified_survivors(tmp_path):
 
     assert "Not measured yet" in mutation.section_html(tmp_path)
     data = {"build": "torch 2.13.0 (CPU-only build)", "date": "2026-12-01",
-            "chapters": [{"chapter": "book/views.md", "fences": 3, "total": 10, "killed": 9,
-                          "justified": 1, "survived": 0, "not_executed": 2}],
+            "chapters": [{"chapter": "book/views.md", "fences": 4, "total": 10, "killed": 9,
+                          "justified": 1, "survived": 0, "not_executed": 2,
+                          "not_reached": 1}],
             "justified": [{"chapter": "book/views.md", "fence": "views-x", "line": 7,
                            "operator": "compare", "original": "assert n >= 50",
                            "mutated": "assert n > 50", "reason": "n is in the hundreds"}],
             "survivors": []}
     (tmp_path / mutation.RESULTS_NAME).write_text(json.dumps(data))
     page = mutation.section_html(tmp_path)
-    assert "<td>views</td>" in page and "9 / 10 (90%)" in page
+    assert "<td>views</td>" in page and "9 / 10 (90%)" in page and "<td>3</td>" in page
     assert "assert n &gt; 50" in page and "n is in the hundreds" in page
     assert verified.load(tmp_path) == []  # the scores are not a release's results

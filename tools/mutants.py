@@ -81,6 +81,7 @@ class Mutant:
     original: str       # the original source line(s) that changed
     mutated: str        # the same line(s) in the mutant ("<row deleted>" for a dropped row)
     source: str = field(repr=False, default="")
+    statement: tuple = (0, 0)   # first and last line, in the fence, of the statement changed
     outcome: str = ""   # killed | survived | not-executed | error
     detail: str = ""    # how it was killed (the exception's first line) or why it errored
 
@@ -615,6 +616,23 @@ def apply(source: str, edit: Edit, tree: ast.AST) -> str | None:
     return None
 
 
+def statement(tree: ast.AST, src: Source, offset: int) -> tuple[int, int]:
+    """First and last line of the innermost statement holding ``offset``.
+
+    Whether a mutant can fail at all depends on that statement running: a
+    line of it may never show in a line trace (a constant tuple over three
+    lines is one instruction), but a statement that runs shows one of its lines.
+    """
+    best = (1, len(src.lines))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt):
+            start, end = src.span(node)
+            if start <= offset < max(end, start + 1) and \
+                    node.end_lineno - node.lineno <= best[1] - best[0]:
+                best = (node.lineno, node.end_lineno)
+    return best
+
+
 def changed_lines(source: str, mutated: str) -> tuple[int, str, str]:
     """(first changed line, original lines, mutated lines): the lines that differ."""
     a, b = source.splitlines(), mutated.splitlines()
@@ -650,5 +668,5 @@ def fence_mutants(source: str, chapter: str = "", fence: str = "", first_line: i
         if edit.row:
             line, original, new = src.line_of(edit.row[0]), source[slice(*edit.row)], "<row deleted>"
         out.append(Mutant(chapter, fence, len(out) + 1, edit.operator, first_line + line - 1,
-                          original, new, mutated))
+                          original, new, mutated, statement(finder.tree, src, edit.start)))
     return out

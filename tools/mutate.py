@@ -49,6 +49,7 @@ import io
 import json
 import os
 import platform
+import resource
 import select
 import signal
 import sys
@@ -129,18 +130,21 @@ def _first_source_line(md: list[str], directive: int, source: str) -> int:
 # Running: cells with exec, mutants in forked processes
 
 
-def execute(source: str, namespace: dict, filename: str) -> dict:
+def execute(source: str, namespace: dict, filename: str, trace: bool = False) -> dict:
     """Run one cell in ``namespace``; capture its output; never raise.
 
-    Returns ``{"ok", "error", "stdout", "seconds"}``; ``error`` is the
-    exception's type and first line.
+    Returns ``{"ok", "error", "stdout", "seconds", "lines"}``; ``error`` is
+    the exception's type and first line; ``lines`` (with ``trace``) the
+    cell's line numbers that ran, functions it defines included.
     """
     out = io.StringIO()
     start = time.perf_counter()
     error = ""
+    ran: set[int] = set()
     try:
         code = compile(source, filename, "exec")
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), \
+                _lines_run(filename, ran) if trace else contextlib.nullcontext():
             exec(code, namespace)
     except BaseException as exc:  # noqa: BLE001 - a fence may raise anything; it is the result
         lines = str(exc).strip().splitlines()
@@ -148,7 +152,26 @@ def execute(source: str, namespace: dict, filename: str) -> dict:
         if isinstance(exc, KeyboardInterrupt):
             raise
     return {"ok": not error, "error": error, "stdout": out.getvalue()[-20000:],
-            "seconds": time.perf_counter() - start}
+            "seconds": time.perf_counter() - start, "lines": sorted(ran)}
+
+
+@contextlib.contextmanager
+def _lines_run(filename: str, ran: set[int]):
+    """Record the line numbers run in code compiled as ``filename`` (and only there)."""
+    def local(frame, event, arg):
+        if event == "line":
+            ran.add(frame.f_lineno)
+        return local
+
+    def call(frame, event, arg):
+        return local if frame.f_code.co_filename == filename else None
+
+    previous = sys.gettrace()
+    sys.settrace(call)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
 
 
 def global_state() -> dict[str, str]:
@@ -289,6 +312,11 @@ def classify(mutant: Mutant, result: dict, original: dict, state_after: dict) ->
     elif result.get("state") != state_after:
         changed = sorted(k for k in state_after if result["state"].get(k) != state_after[k])
         mutant.outcome, mutant.detail = "killed", "global state differs: " + ", ".join(changed)
+    elif not set(range(mutant.statement[0], mutant.statement[1] + 1)) & set(original["lines"]):
+        # the changed statement never ran (a branch for another build or release): the
+        # mutant could not fail here, which says nothing about the fence
+        mutant.outcome = "not-reached"
+        mutant.detail = "the changed statement did not run in this run of the fence"
     else:
         mutant.outcome = "survived"
 
@@ -316,7 +344,8 @@ def run_chapter(path: Path, slots, timeout: float, fences_wanted: set[str] | Non
         results = run_mutants(mutants, namespace, slots, timeout) if mutants else {}
         mutant_seconds = time.perf_counter() - started
         with slots:
-            original = execute(cell.source, namespace, f"{name}:cell {cell.index}")
+            original = execute(cell.source, namespace, f"{name}:cell {cell.index}",
+                               trace=bool(mutants))
             state_after = global_state()
         for mutant in mutants:
             classify(mutant, results.get(mutant.number, {"crash": "no result"}), original, state_after)
@@ -385,7 +414,7 @@ def run_book(paths: list[Path], jobs: int, timeout: float, fences_wanted=None,
         records[child.tag] = rec
         c = tally(rec)
         progress(f"mutate: {rec['chapter']}: {c['killed']} of {c['total']} mutants killed, "
-                 f"{c['survived']} survived, {c['not_executed']} not executed"
+                 f"{c['survived']} survived, {c['not_executed'] + c['not_reached']} did not run"
                  + (f", {len(rec['errors'])} error(s)" if rec["errors"] else ""))
 
     gather(children, done)
@@ -469,15 +498,19 @@ def judge(records: list[dict], allowlist: list[dict]) -> dict:
     return {"survivors": survivors, "stale": stale, "errors": errors}
 
 
+#: Outcomes of mutants that did not run here; counted apart, never as killed.
+NOT_RUN = ("not-executed", "not-reached")
+
+
 def tally(record: dict) -> dict:
-    """Counts of one chapter: total, killed, survived, justified, not executed, errors."""
+    """Counts of one chapter. ``total`` counts the mutants that ran (killed, survived,
+    justified, errors); ``not_executed`` those of fences gated on a missing device,
+    ``not_reached`` those whose changed statement did not run."""
     c = {"fences": len(record["fences"]), "total": 0, "killed": 0, "survived": 0,
-         "justified": 0, "not_executed": 0, "errors": 0}
+         "justified": 0, "errors": 0, "not_executed": 0, "not_reached": 0}
     for m in record["mutants"]:
-        key = {"not-executed": "not_executed", "error": "errors"}.get(m["outcome"], m["outcome"])
-        c[key] = c.get(key, 0) + 1
-        if m["outcome"] != "not-executed":
-            c["total"] += 1
+        c[m["outcome"].replace("-", "_").replace("error", "errors")] += 1
+        c["total"] += m["outcome"] not in NOT_RUN
     c["score"] = round(c["killed"] / c["total"], 4) if c["total"] else None
     return c
 
@@ -486,7 +519,7 @@ def by_operator(records: list[dict]) -> dict:
     out: dict[str, dict] = {}
     for rec in records:
         for m in rec["mutants"]:
-            if m["outcome"] == "not-executed":
+            if m["outcome"] in NOT_RUN:
                 continue
             o = out.setdefault(m["operator"], {"total": 0, "killed": 0})
             o["total"] += 1
@@ -516,6 +549,10 @@ def summary(records: list[dict], verdict: dict, seconds: float, jobs: int) -> di
         "justified": [{**{k: m[k] for k in keep}, "reason": m["reason"]}
                       for rec in records for m in rec["mutants"] if m["outcome"] == "justified"],
         "survivors": [{k: m[k] for k in keep} for m in verdict["survivors"]],
+        "not_reached": [{k: m[k] for k in keep} for rec in records for m in rec["mutants"]
+                        if m["outcome"] == "not-reached"],
+        "timeouts": [{k: m[k] for k in keep} for rec in records for m in rec["mutants"]
+                     if m["outcome"] == "killed" and m["detail"].startswith("timed out")],
         "stale": verdict["stale"],
         "errors": verdict["errors"],
         "fences_without_id": [f"{rec['chapter']}:{f['line']}" for rec in records
@@ -538,13 +575,16 @@ def survivor_text(m: dict) -> str:
            f"{original}\n{mutated}\n{entry}"
 
 
-def report(records: list[dict], verdict: dict, data: dict, out=print) -> None:
-    out("\n| chapter | fences | mutants | killed | justified | survived | not executed | score |")
-    out("|---|---|---|---|---|---|---|---|")
+def report(data: dict, verdict: dict, out=print) -> None:
+    """The scores per chapter, then what needs the reader: survivors, stale entries, errors."""
+    out("\n| chapter | fences | mutants run | killed | justified | survived | errors "
+        "| not executed | not reached | killed of run |")
+    out("|---|---|---|---|---|---|---|---|---|---|")
     for c in data["chapters"]:
         score = f"{100 * c['score']:.0f}%" if c["score"] is not None else "-"
         out(f"| {c['chapter']} | {c['fences']} | {c['total']} | {c['killed']} | {c['justified']} "
-            f"| {c['survived']} | {c['not_executed']} | {score} |")
+            f"| {c['survived']} | {c['errors']} | {c['not_executed']} | {c['not_reached']} "
+            f"| {score} |")
     if verdict["survivors"]:
         out(f"\n{len(verdict['survivors'])} mutant(s) survived: the fence passes with the "
             "expectation changed. Strengthen the fence, or justify the mutant in "
@@ -560,6 +600,17 @@ def report(records: list[dict], verdict: dict, data: dict, out=print) -> None:
         out(f"\n{len(verdict['errors'])} error(s):")
         for e in verdict["errors"]:
             out(f"  {e}")
+    if data["not_reached"]:
+        out(f"\nnote: {len(data['not_reached'])} mutant(s) changed a statement that did not run "
+            "here (a branch for another build or release); counted apart, never killed:")
+        for m in data["not_reached"]:
+            out(f"  {m['chapter']}:{m['line']}  fence {m['fence']}  [{m['operator']}]  "
+                f"{' '.join(m['mutated'].split())}")
+    if data["timeouts"]:
+        out(f"\nnote: {len(data['timeouts'])} mutant(s) were killed by the timeout (as the suite "
+            "would fail them); a hang of a forked process would look the same:")
+        for m in data["timeouts"]:
+            out(f"  {m['chapter']}:{m['line']}  fence {m['fence']}  {' '.join(m['mutated'].split())}")
     if data["unmeasured"]:
         out(f"\nnote: {len(data['unmeasured'])} fence(s) have nothing the operators change "
             "(no literal expectation, comparison or raise check); not measured:")
@@ -568,7 +619,10 @@ def report(records: list[dict], verdict: dict, data: dict, out=print) -> None:
     if data["fences_without_id"]:
         out(f"\nnote: {len(data['fences_without_id'])} fence(s) have no fence-id; they are named "
             "<chapter>-cell-<index> here, which is not stable for the allowlist")
-    out(f"\nmutate: {data['seconds']} s on {data['jobs']} job(s)")
+    mutants = sum(c["total"] + c["not_executed"] + c["not_reached"] for c in data["chapters"])
+    out(f"\nmutate: {mutants} mutants of {sum(c['fences'] for c in data['chapters'])} fences "
+        f"in {data['seconds']} s on {data['jobs']} job(s)"
+        + (f" ({data['cpu_seconds']} s of CPU)" if "cpu_seconds" in data else ""))
 
 
 def main(argv: list[str]) -> int:
@@ -610,7 +664,9 @@ def main(argv: list[str]) -> int:
     records = run_book(paths, args.jobs, args.timeout, wanted)
     verdict = judge(records, allowlist)
     data = summary(records, verdict, time.perf_counter() - start, args.jobs)
-    report(records, verdict, data)
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)  # every chapter and mutant process
+    data["cpu_seconds"] = round(used.ru_utime + used.ru_stime, 1)
+    report(data, verdict)
     target = args.json or (RESULTS if whole_book else None)
     if target:
         target.parent.mkdir(parents=True, exist_ok=True)
