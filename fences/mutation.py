@@ -89,7 +89,8 @@ def section_html(folder: Path) -> str:
     if survivors:
         listing = "".join(
             f"<li>{html.escape(Path(m['chapter']).stem)}, fence {html.escape(m['fence'])}, "
-            f"line {m['line']}: <code>{html.escape(m['mutated'])}</code></li>"
+            f"line {m['line']}: <code>{html.escape(m['original'])}</code> → "
+            f"<code>{html.escape(m['mutated'])}</code></li>"
             for m in survivors)
         open_part = (f'<p class="tf-fail">{len(survivors)} change(s) survived without a '
                      f"justification:</p><ul>{listing}</ul>")
