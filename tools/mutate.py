@@ -25,9 +25,16 @@ the fence would see and leaks nothing back; at most ``--jobs`` processes
 not shrink in this run: a failing example is enough to kill, and shrinking
 is what makes a failing ``forall`` slow.
 
+Cells run as plain Python, not in a kernel: ``fences.glue`` (myst-nb's
+``glue``, through IPython's ``display``) only prints, into the captured
+output; a cell that needs a kernel (a ``%magic``, ``get_ipython()``) fails
+here and is reported as an error.
+
 A fence that prints ``fences.SKIP_MARKER`` (gated by ``fences.needs`` on a
 device this machine lacks) is *not executed*: its mutants are counted
-apart, never as killed.
+apart, never as killed. So is a mutant whose changed statement did not run
+in the real fence (a branch for another build or release): *not reached*.
+To tell, the real fence is line-traced when one of its mutants passed.
 
 Survivors are printed with chapter, fence id, line in the ``.md`` file,
 the original line and the mutated one. A survivor that is an equivalent
@@ -344,8 +351,10 @@ def run_chapter(path: Path, slots, timeout: float, fences_wanted: set[str] | Non
         results = run_mutants(mutants, namespace, slots, timeout) if mutants else {}
         mutant_seconds = time.perf_counter() - started
         with slots:
+            # tracing costs up to 7x on a Python-heavy fence: only when a mutant passed
+            # and the question "did its changed statement run?" has to be answered
             original = execute(cell.source, namespace, f"{name}:cell {cell.index}",
-                               trace=bool(mutants))
+                               trace=any(r.get("ok") for r in results.values()))
             state_after = global_state()
         for mutant in mutants:
             classify(mutant, results.get(mutant.number, {"crash": "no result"}), original, state_after)
