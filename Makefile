@@ -17,7 +17,7 @@ BIN    := $(VENV)/bin
 WANTED := $(TORCH) $(TORCH_INDEX) $(EXTRAS)
 STAMP  := $(VENV)/.installed-$(shell printf '%s' '$(WANTED)' | cksum | cut -d' ' -f1)
 
-.PHONY: help book test matrix matrix-report check-site check-site-tools pdf bench clean
+.PHONY: help book test matrix matrix-report mutate check-site check-site-tools pdf bench clean
 
 help:
 	@echo "make book        build the site into _build/html, executing every fence"
@@ -25,6 +25,8 @@ help:
 	@echo "make matrix      run every fence on each supported torch release; writes results/ and"
 	@echo "                 _build/matrix-report.md (RELEASES=\"2.8.0 newest\" runs some)"
 	@echo "make matrix-report  the change report for results/ as it is, against git HEAD"
+	@echo "make mutate      change what each fence expects, one change at a time; each must fail"
+	@echo "                 (tools/mutate.py; writes results/mutation.json)"
 	@echo "make check-site  open every built page in headless Chromium and check it"
 	@echo "make pdf         print the built site to _build/html/tensor-fences.pdf and check it"
 	@echo "make bench       time the verify loop against its floor (benchmarks/bench.py)"
@@ -71,6 +73,11 @@ matrix: $(STAMP)
 
 matrix-report: $(STAMP)
 	$(BIN)/python tools/matrix.py --report-only
+
+# Every fence re-run with one expectation changed at a time; a change that passes
+# (survives) and is not justified in mutate-allowlist.yml fails. CHAPTERS=book/x.md for one.
+mutate: $(STAMP)
+	$(BIN)/python tools/mutate.py $(CHAPTERS)
 
 # Debian's chromium, driven by Playwright for Python (no browser download);
 # axe-core from npm for the accessibility audit.

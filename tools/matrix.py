@@ -97,7 +97,7 @@ def committed_results(root: Path = ROOT) -> list[dict] | None:
         return None
     runs = []
     for name in listing.stdout.split():
-        if name.endswith(".json"):
+        if name.endswith(".json") and Path(name).name not in record.NOT_RUNS:
             shown = git("show", f"HEAD:{name}")
             if shown.returncode == 0:
                 run = json.loads(shown.stdout)

@@ -1,0 +1,100 @@
+"""Render ``make mutate``'s results (``results/mutation.json``) for the "Verified on" page.
+
+``tools/mutate.py`` changes one thing a fence expects at a time (a number,
+a dtype, a shape, a comparison, the exception a raise check names, a row of
+a table) and re-runs the chapter up to that fence. A changed fence that
+fails is *killed*; one that passes *survived*. A survivor that cannot change
+the outcome (an equivalent mutant) is *justified* in ``mutate-allowlist.yml``
+with its reason. Fences gated on a device the machine lacks did not run and
+are counted apart. This module only reads the file the tool wrote.
+"""
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+#: The file in results/ that tools/mutate.py writes; it is not a release's results.
+RESULTS_NAME = "mutation.json"
+
+_COLUMNS = ("chapter", "fences", "changes run", "killed", "justified", "open survivors",
+            "did not run here", "killed of run")
+
+
+def load(folder: Path) -> dict | None:
+    """The results of the last ``make mutate``, or None when it has not run."""
+    path = Path(folder) / RESULTS_NAME
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def _percent(killed: int, total: int) -> str:
+    return f"{killed} / {total} ({100 * killed / total:.0f}%)" if total else "-"
+
+
+def score_html(data: dict) -> str:
+    """One row per chapter, and one for the book: changes run, killed, justified, open,
+    and those that did not run here (a gated fence, or a branch for another build)."""
+    keys = ("fences", "total", "killed", "justified", "survived", "not_executed", "not_reached")
+    totals = dict.fromkeys(keys, 0)
+    rows = []
+    for c in data.get("chapters", []):
+        if not c.get("fences"):
+            continue
+        for key in keys:
+            totals[key] += c.get(key, 0)
+        rows.append(_row(Path(c["chapter"]).stem, c))
+    rows.append(_row("all chapters", totals, bold=True))
+    head = "".join(f"<th>{h}</th>" for h in _COLUMNS)
+    return (f'<table class="tf-matrix tf-mutation"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def _row(name: str, c: dict, bold: bool = False) -> str:
+    survived = c.get("survived", 0)
+    cells = [html.escape(name)] + [c.get(k, 0) for k in ("fences", "total", "killed", "justified")]
+    html_cells = "".join(f"<td>{v}</td>" for v in cells)
+    css = ' class="tf-fail"' if survived else ""
+    html_cells += f"<td{css}>{survived}</td>"
+    html_cells += f"<td>{c.get('not_executed', 0) + c.get('not_reached', 0)}</td>"
+    html_cells += f"<td>{_percent(c.get('killed', 0), c.get('total', 0))}</td>"
+    style = ' style="font-weight: bold"' if bold else ""
+    return f"<tr{style}>{html_cells}</tr>"
+
+
+def justified_html(data: dict) -> str:
+    """The justified survivors: where, the change, and why it cannot change the outcome."""
+    items = data.get("justified", [])
+    if not items:
+        return "<p>No survivor needed a justification.</p>"
+    rows = []
+    for m in items:
+        change = (f"<code>{html.escape(m['original'])}</code><br>→ "
+                  f"<code>{html.escape(m['mutated'])}</code>")
+        rows.append(f"<tr><td>{html.escape(Path(m['chapter']).stem)}<br>"
+                    f"<small>{html.escape(m['fence'])}, line {m['line']}</small></td>"
+                    f"<td>{change}</td><td>{html.escape(m['reason'])}</td></tr>")
+    head = "".join(f"<th>{h}</th>" for h in ("fence", "change", "why it cannot fail"))
+    return (f'<table class="tf-matrix tf-mutation"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def section_html(folder: Path) -> str:
+    """What the page shows: the run, the scores, the open and the justified survivors."""
+    data = load(folder)
+    if data is None:
+        return "<p>Not measured yet: <code>make mutate</code> has not been run.</p>"
+    run = (f"<p>Measured with {html.escape(data.get('build', data.get('torch', '?')))} on "
+           f"{html.escape(data.get('date', '?'))}.</p>")
+    survivors = data.get("survivors", [])
+    if survivors:
+        listing = "".join(
+            f"<li>{html.escape(Path(m['chapter']).stem)}, fence {html.escape(m['fence'])}, "
+            f"line {m['line']}: <code>{html.escape(m['original'])}</code> → "
+            f"<code>{html.escape(m['mutated'])}</code></li>"
+            for m in survivors)
+        open_part = (f'<p class="tf-fail">{len(survivors)} change(s) survived without a '
+                     f"justification:</p><ul>{listing}</ul>")
+    else:
+        open_part = "<p>Every change that survived is justified below.</p>"
+    return run + score_html(data) + open_part + "<h3>Justified survivors</h3>" + \
+        justified_html(data)

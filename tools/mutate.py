@@ -1,0 +1,688 @@
+"""Assertion sensitivity: does each fence fail when what it expects is changed?
+
+    python tools/mutate.py [CHAPTER.md ...] [--jobs N] [--timeout S]
+                           [--allowlist FILE] [--json FILE] [--fence ID ...] [--list]
+                                                                     (make mutate)
+
+A fence that passes proves something only if it would fail were the claim
+false. For every fence (a code cell tagged ``fence``, named by its
+``fence-id``) this tool makes *mutants*: copies of the fence with one thing
+it expects changed (``tools/mutants.py`` says what and where). Each mutant
+runs on the chapter's state just before the fence: the chapter re-run up to
+and including the mutated fence. A mutant is *killed* when the fence fails
+(raises, times out, or leaves torch's global state other than the real
+fence does); otherwise it *survived*: the fence cannot tell that
+expectation from the changed one.
+
+Speed: one root process imports torch once, with one intra-op thread
+(forked children must not inherit a started OpenMP pool: they hang on it;
+and the cores go to parallel mutants instead). Each chapter runs in a
+process forked from it, executing its cells with ``exec`` in one namespace,
+stdout and stderr captured. Before each fence, every mutant of that fence
+is forked from the chapter process, so it starts from exactly the state
+the fence would see and leaks nothing back; at most ``--jobs`` processes
+(default: all cores) are busy at once across all chapters. Hypothesis does
+not shrink in this run: a failing example is enough to kill, and shrinking
+is what makes a failing ``forall`` slow.
+
+Cells run as plain Python, not in a kernel: ``fences.glue`` (myst-nb's
+``glue``, through IPython's ``display``) only prints, into the captured
+output; a cell that needs a kernel (a ``%magic``, ``get_ipython()``) fails
+here and is reported as an error.
+
+A fence that prints ``fences.SKIP_MARKER`` (gated by ``fences.needs`` on a
+device this machine lacks) is *not executed*: its mutants are counted
+apart, never as killed. So is a mutant whose changed statement did not run
+in the real fence (a branch for another build or release): *not reached*.
+To tell, the real fence is line-traced when one of its mutants passed.
+
+Survivors are printed with chapter, fence id, line in the ``.md`` file,
+the original line and the mutated one. A survivor that is an equivalent
+mutant (it cannot change the outcome) is justified in the allowlist
+(``mutate-allowlist.yml``); any other survivor fails the run (exit 1), as
+does a fence or cell that fails unmutated. Allowlist entries that match no
+surviving mutant of a fence that ran are reported as stale.
+
+The scores per chapter, the justified survivors and the open ones are
+written to ``results/mutation.json`` (``--json``), which the "Verified on"
+page renders through ``fences.mutation``.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import io
+import json
+import os
+import platform
+import resource
+import select
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from mutants import Mutant, fence_mutants  # noqa: E402 - tools/ is this script's folder
+
+ALLOWLIST = ROOT / "mutate-allowlist.yml"
+RESULTS = ROOT / "results" / "mutation.json"
+#: Seconds a mutant may run: nbval's cell timeout in pyproject.toml, so a mutant
+#: that hangs is killed exactly when the suite would fail it.
+TIMEOUT = 120.0
+
+
+# ---------------------------------------------------------------------------
+# Reading a chapter
+
+
+@dataclass
+class Cell:
+    index: int          # code cell index in the chapter
+    source: str
+    line: int           # .md line of the source's first line
+    fence: str | None   # the fence id (or a stand-in when the fence has none); None: not a fence
+    has_id: bool = True
+
+
+def read_chapter(path: Path, root: Path = ROOT) -> tuple[str, list[Cell]]:
+    """The chapter's name (relative to ``root``) and its code cells, fences named.
+
+    Does not lint: a fence without a ``fence-id`` gets the stand-in
+    ``<chapter>-cell-<index>`` so that old chapters can be measured too.
+    """
+    import jupytext
+
+    from fences import lint
+    from fences.chapter import code_cell_lines
+
+    path = Path(path).resolve()
+    text = path.read_text(encoding="utf-8")
+    nb = jupytext.reads(text, fmt="md:myst")
+    md = text.splitlines()
+    directives = code_cell_lines(text)
+    try:
+        name = path.relative_to(root.resolve()).as_posix()
+    except ValueError:
+        name = path.as_posix()
+    cells = []
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for index, (cell, directive) in enumerate(zip(code, directives)):
+        ident = lint.fence_id(cell) if lint.is_fence(cell) else None
+        has_id = ident is not None or not lint.is_fence(cell)
+        if lint.is_fence(cell) and ident is None:
+            ident = f"{path.stem}-cell-{index}"
+        cells.append(Cell(index, cell.source, _first_source_line(md, directive, cell.source),
+                          ident, has_id))
+    return name, cells
+
+
+def _first_source_line(md: list[str], directive: int, source: str) -> int:
+    """The .md line where the cell's source starts (after its options)."""
+    lines = source.splitlines()
+    for k in range(directive, min(directive + 40, len(md))):
+        if md[k:k + len(lines)] == lines:
+            return k + 1
+    return directive + 1
+
+
+# ---------------------------------------------------------------------------
+# Running: cells with exec, mutants in forked processes
+
+
+def execute(source: str, namespace: dict, filename: str, trace: bool = False) -> dict:
+    """Run one cell in ``namespace``; capture its output; never raise.
+
+    Returns ``{"ok", "error", "stdout", "seconds", "lines"}``; ``error`` is
+    the exception's type and first line; ``lines`` (with ``trace``) the
+    cell's line numbers that ran, functions it defines included.
+    """
+    out = io.StringIO()
+    start = time.perf_counter()
+    error = ""
+    ran: set[int] = set()
+    try:
+        code = compile(source, filename, "exec")
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), \
+                _lines_run(filename, ran) if trace else contextlib.nullcontext():
+            exec(code, namespace)
+    except BaseException as exc:  # noqa: BLE001 - a fence may raise anything; it is the result
+        lines = str(exc).strip().splitlines()
+        error = f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+    return {"ok": not error, "error": error, "stdout": out.getvalue()[-20000:],
+            "seconds": time.perf_counter() - start, "lines": sorted(ran)}
+
+
+@contextlib.contextmanager
+def _lines_run(filename: str, ran: set[int]):
+    """Record the line numbers run in code compiled as ``filename`` (and only there)."""
+    def local(frame, event, arg):
+        if event == "line":
+            ran.add(frame.f_lineno)
+        return local
+
+    def call(frame, event, arg):
+        return local if frame.f_code.co_filename == filename else None
+
+    previous = sys.gettrace()
+    sys.settrace(call)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
+
+
+def global_state() -> dict[str, str]:
+    from fences import state
+
+    return {k: str(v) for k, v in state.read().items()}
+
+
+class Child:
+    """A forked process that runs ``work()`` and sends back its JSON-able result."""
+
+    def __init__(self, work, timeout: float | None = None, tag=None, quiet: bool = True):
+        self.tag, self.result, self.timed_out = tag, None, False
+        self.deadline = time.monotonic() + timeout if timeout else None
+        read, write = os.pipe()
+        sys.stdout.flush(), sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            code = 0
+            try:
+                os.close(read)
+                if quiet:  # C++ warnings go straight to fd 2; this run reports through the pipe
+                    devnull = os.open(os.devnull, os.O_WRONLY)
+                    os.dup2(devnull, 1), os.dup2(devnull, 2)
+                data = json.dumps(work()).encode()
+                with os.fdopen(write, "wb") as pipe:
+                    pipe.write(data)
+            except BaseException:  # noqa: BLE001
+                code = 70
+                try:
+                    os.write(write, json.dumps({"crash": traceback.format_exc()[-2000:]}).encode())
+                except OSError:
+                    pass
+            finally:
+                os._exit(code)
+        os.close(write)
+        self.pid, self.fd, self.chunks = pid, read, []
+
+    def feed(self) -> bool:
+        """Read what is available; True once the child closed its end (it has finished)."""
+        chunk = os.read(self.fd, 1 << 16)
+        if chunk:
+            self.chunks.append(chunk)
+            return False
+        os.close(self.fd)
+        _, status = os.waitpid(self.pid, 0)
+        raw = b"".join(self.chunks)
+        try:
+            self.result = json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            self.result = None
+        if self.result is None:
+            self.result = {"crash": f"the process ended with status {status} and no result"}
+        return True
+
+    def kill(self) -> None:
+        self.timed_out = True
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        os.close(self.fd)
+        os.waitpid(self.pid, 0)
+
+
+def gather(children: list[Child], on_done, launch=None) -> None:
+    """Wait for ``children``; ``on_done(child)`` as each ends (one past its deadline is killed
+    first). ``launch(block)`` starts another Child or returns None; it is called until it
+    returns None, at the start and after each end, with ``block`` true when nothing runs."""
+    running = {c.fd: c for c in children}
+
+    def fill():
+        while launch and (new := launch(not running)) is not None:
+            running[new.fd] = new
+
+    fill()
+    while running:
+        deadlines = [c.deadline for c in running.values() if c.deadline]
+        wait = min(1.0, max(0.0, min(deadlines) - time.monotonic())) if deadlines else 1.0
+        ready, _, _ = select.select(list(running), [], [], wait)
+        finished = [running.pop(fd) for fd in ready if running[fd].feed()]
+        now = time.monotonic()
+        for fd, child in list(running.items()):
+            if child.deadline and now > child.deadline:
+                child.kill()
+                finished.append(running.pop(fd))
+        for child in finished:
+            on_done(child)
+        fill()
+
+
+def run_mutants(mutants: list[Mutant], namespace: dict, slots, timeout: float) -> dict[int, dict]:
+    """Run each mutant in a process forked from this one; its raw result by mutant number."""
+    pending = list(mutants)
+    results: dict[int, dict] = {}
+
+    def work_for(mutant):
+        def work():
+            before = time.perf_counter()
+            result = execute(mutant.source, namespace, f"<mutant {mutant.fence} #{mutant.number}>")
+            result["state"] = global_state() if result["ok"] else {}
+            result["seconds"] = time.perf_counter() - before
+            del result["stdout"]  # only the real fence's output is read (for the skip marker)
+            return result
+        return work
+
+    def launch(block):
+        if not pending or not slots.acquire(block):
+            return None
+        mutant = pending.pop(0)
+        return Child(work_for(mutant), timeout, tag=mutant)
+
+    def done(child):
+        slots.release()
+        result = dict(child.result or {})
+        if child.timed_out:
+            result = {"ok": False, "error": f"timed out after {timeout:.0f} s", "timeout": True}
+        results[child.tag.number] = result
+
+    gather([], done, launch)
+    return results
+
+
+def classify(mutant: Mutant, result: dict, original: dict, state_after: dict) -> None:
+    """Set the mutant's outcome from its run and the real fence's run."""
+    from fences import SKIP_MARKER
+
+    if not original["ok"]:
+        mutant.outcome, mutant.detail = "error", f"the fence itself fails: {original['error']}"
+    elif SKIP_MARKER in original["stdout"]:
+        mutant.outcome = "not-executed"
+        mutant.detail = original["stdout"].split(SKIP_MARKER, 1)[1].strip().splitlines()[0]
+    elif "crash" in result:
+        mutant.outcome, mutant.detail = "error", result["crash"].strip().splitlines()[-1]
+    elif "forked subprocess" in result.get("error", ""):
+        # torch cannot use CUDA in a process forked after CUDA was initialised
+        mutant.outcome, mutant.detail = "not-executed", result["error"]
+    elif not result["ok"]:
+        mutant.outcome, mutant.detail = "killed", result["error"]
+    elif result.get("state") != state_after:
+        changed = sorted(k for k in state_after if result["state"].get(k) != state_after[k])
+        mutant.outcome, mutant.detail = "killed", "global state differs: " + ", ".join(changed)
+    elif not set(range(mutant.statement[0], mutant.statement[1] + 1)) & set(original["lines"]):
+        # the changed statement never ran (a branch for another build or release): the
+        # mutant could not fail here, which says nothing about the fence
+        mutant.outcome = "not-reached"
+        mutant.detail = "the changed statement did not run in this run of the fence"
+    else:
+        mutant.outcome = "survived"
+
+
+def run_chapter(path: Path, slots, timeout: float, fences_wanted: set[str] | None = None,
+                root: Path = ROOT) -> dict:
+    """Execute a chapter cell by cell, forking each fence's mutants just before it runs.
+
+    Returns the chapter's record: its mutants (with outcomes), fences, and
+    cells that failed.
+    """
+    name, cells = read_chapter(path, root)
+    os.chdir(Path(path).resolve().parent)
+    namespace = {"__name__": "__main__"}
+    record = {"chapter": name, "fences": [], "mutants": [], "errors": []}
+    for cell in cells:
+        mutants = []
+        wanted = cell.fence and (fences_wanted is None or cell.fence in fences_wanted)
+        if wanted:
+            mutants = fence_mutants(cell.source, name, cell.fence, cell.line)
+            if not parses(cell.source):
+                record["errors"].append(f"{name}:{cell.line} fence {cell.fence} is not plain "
+                                        "Python (a magic?): it cannot be mutated")
+        started = time.perf_counter()
+        results = run_mutants(mutants, namespace, slots, timeout) if mutants else {}
+        mutant_seconds = time.perf_counter() - started
+        with slots:
+            # tracing costs up to 7x on a Python-heavy fence: only when a mutant passed
+            # and the question "did its changed statement run?" has to be answered
+            original = execute(cell.source, namespace, f"{name}:cell {cell.index}",
+                               trace=any(r.get("ok") for r in results.values()))
+            state_after = global_state()
+        for mutant in mutants:
+            classify(mutant, results.get(mutant.number, {"crash": "no result"}), original, state_after)
+            record["mutants"].append(mutant.record())
+        if wanted:
+            record["fences"].append({"fence": cell.fence, "line": cell.line, "has_id": cell.has_id,
+                                     "mutants": len(mutants), "seconds": round(original["seconds"], 3),
+                                     "mutant_seconds": round(mutant_seconds, 3)})
+        if not original["ok"]:
+            record["errors"].append(f"{name}:{cell.line} cell {cell.index}"
+                                    f"{' (fence ' + cell.fence + ')' if cell.fence else ''} "
+                                    f"fails: {original['error']}")
+    return record
+
+
+def parses(source: str) -> bool:
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        return False
+    return True
+
+
+def prepare_root() -> None:
+    """The process every chapter is forked from: torch imported, single-threaded, no shrinking."""
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    import torch
+
+    # Forked children must not inherit a started OpenMP pool (they hang on it), and the
+    # cores are used by parallel mutants instead: one intra-op thread everywhere.
+    torch.set_num_threads(1)
+    with contextlib.suppress(RuntimeError):
+        torch.set_num_interop_threads(1)
+    import jupytext  # noqa: F401 - imported once here, not once per chapter
+    import matplotlib  # noqa: F401
+    import numpy  # noqa: F401
+    from hypothesis import Phase, settings
+
+    # A failing example kills the mutant; shrinking it only costs time.
+    settings.register_profile("tensor-fences-mutate", phases=[Phase.explicit, Phase.reuse,
+                                                             Phase.generate],
+                              report_multiple_bugs=False)
+    settings.load_profile("tensor-fences-mutate")
+    import fences  # noqa: F401
+
+
+def run_book(paths: list[Path], jobs: int, timeout: float, fences_wanted=None,
+             root: Path = ROOT, progress=print) -> list[dict]:
+    """Every chapter in its own forked process, at most ``jobs`` busy processes in all."""
+    import multiprocessing
+
+    prepare_root()
+    slots = multiprocessing.get_context("fork").BoundedSemaphore(jobs)
+    records = {}
+
+    def chapter_work(path):
+        return lambda: run_chapter(path, slots, timeout, fences_wanted, root)
+
+    children = [Child(chapter_work(p), None, tag=p, quiet=True) for p in paths]
+
+    def done(child):
+        rec = child.result
+        if "crash" in rec:
+            rec = {"chapter": str(child.tag), "fences": [], "mutants": [],
+                   "errors": [f"{child.tag}: the chapter's process crashed: {rec['crash']}"]}
+        records[child.tag] = rec
+        c = tally(rec)
+        progress(f"mutate: {rec['chapter']}: {c['killed']} of {c['total']} mutants killed, "
+                 f"{c['survived']} survived, {c['not_executed'] + c['not_reached']} did not run"
+                 + (f", {len(rec['errors'])} error(s)" if rec["errors"] else ""))
+
+    gather(children, done)
+    return [records[p] for p in paths]
+
+
+# ---------------------------------------------------------------------------
+# The allowlist and the verdict
+
+
+def _norm(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def load_allowlist(path: Path) -> list[dict]:
+    """The justified survivors: a YAML list of {fence, reason, and mutated or operator}.
+
+    Each entry names the fence and why the mutant cannot change the outcome
+    (``reason``), and identifies the mutant by ``mutated`` (the mutated
+    line as the report prints it), optionally ``original`` (the line
+    before), or by ``operator`` alone for every survivor of that operator
+    in the fence.
+    """
+    import yaml
+
+    path = Path(path)
+    if not path.exists():
+        return []
+    try:
+        entries = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(entries, list):
+        raise ValueError(f"{path}: expected a YAML list of entries")
+    allowed = {"fence", "reason", "mutated", "original", "operator"}
+    for n, entry in enumerate(entries, 1):
+        where = f"{path.name} entry {n}"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where}: expected a mapping")
+        unknown = set(entry) - allowed
+        if unknown:
+            raise ValueError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+        if not entry.get("fence") or not str(entry.get("reason", "")).strip():
+            raise ValueError(f"{where}: needs `fence` and a `reason`")
+        if "mutated" not in entry and "operator" not in entry:
+            raise ValueError(f"{where}: needs `mutated` (the mutated line) or `operator`")
+    return entries
+
+
+def matches(entry: dict, mutant: dict) -> bool:
+    if entry["fence"] != mutant["fence"]:
+        return False
+    if "operator" in entry and entry["operator"] != mutant["operator"]:
+        return False
+    if "mutated" in entry and _norm(entry["mutated"]) != _norm(mutant["mutated"]):
+        return False
+    if "original" in entry and _norm(entry["original"]) != _norm(mutant["original"]):
+        return False
+    return True
+
+
+def judge(records: list[dict], allowlist: list[dict]) -> dict:
+    """Mark justified survivors; return open survivors, stale entries and errors."""
+    mutants = [m for rec in records for m in rec["mutants"]]
+    fences_run = {m["fence"] for m in mutants}
+    used = [False] * len(allowlist)
+    survivors = []
+    for m in mutants:
+        if m["outcome"] != "survived":
+            continue
+        for i, entry in enumerate(allowlist):
+            if matches(entry, m):
+                m["outcome"], m["reason"], used[i] = "justified", str(entry["reason"]).strip(), True
+                break
+        else:
+            survivors.append(m)
+    stale = [e for e, u in zip(allowlist, used) if not u and e["fence"] in fences_run]
+    errors = [e for rec in records for e in rec["errors"]]
+    errors += [f"{m['chapter']}:{m['line']} {m['fence']} mutant #{m['number']}: {m['detail']}"
+               for m in mutants if m["outcome"] == "error" and not m["detail"].startswith("the fence")]
+    return {"survivors": survivors, "stale": stale, "errors": errors}
+
+
+#: Outcomes of mutants that did not run here; counted apart, never as killed.
+NOT_RUN = ("not-executed", "not-reached")
+
+
+def tally(record: dict) -> dict:
+    """Counts of one chapter. ``total`` counts the mutants that ran (killed, survived,
+    justified, errors); ``not_executed`` those of fences gated on a missing device,
+    ``not_reached`` those whose changed statement did not run."""
+    c = {"fences": len(record["fences"]), "total": 0, "killed": 0, "survived": 0,
+         "justified": 0, "errors": 0, "not_executed": 0, "not_reached": 0}
+    for m in record["mutants"]:
+        c[m["outcome"].replace("-", "_").replace("error", "errors")] += 1
+        c["total"] += m["outcome"] not in NOT_RUN
+    c["score"] = round(c["killed"] / c["total"], 4) if c["total"] else None
+    return c
+
+
+def by_operator(records: list[dict]) -> dict:
+    out: dict[str, dict] = {}
+    for rec in records:
+        for m in rec["mutants"]:
+            if m["outcome"] in NOT_RUN:
+                continue
+            o = out.setdefault(m["operator"], {"total": 0, "killed": 0})
+            o["total"] += 1
+            o["killed"] += m["outcome"] == "killed"
+    return dict(sorted(out.items()))
+
+
+def summary(records: list[dict], verdict: dict, seconds: float, jobs: int) -> dict:
+    """What results/mutation.json holds (rendered by fences.mutation)."""
+    import torch
+
+    from fences import torch_build
+
+    keep = ("chapter", "fence", "line", "operator", "original", "mutated")
+    return {
+        "torch": torch.__version__,
+        "build": torch_build(),
+        # asked only now: CUDA initialised in the root would be unusable in forked children
+        "cuda_available": torch.cuda.is_available(),
+        "python": platform.python_version(),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        "seconds": round(seconds, 1),
+        "jobs": jobs,
+        "chapters": [{"chapter": rec["chapter"], **tally(rec)} for rec in records],
+        "fences": [{"chapter": rec["chapter"], **f} for rec in records for f in rec["fences"]],
+        "operators": by_operator(records),
+        "justified": [{**{k: m[k] for k in keep}, "reason": m["reason"]}
+                      for rec in records for m in rec["mutants"] if m["outcome"] == "justified"],
+        "survivors": [{k: m[k] for k in keep} for m in verdict["survivors"]],
+        "not_reached": [{k: m[k] for k in keep} for rec in records for m in rec["mutants"]
+                        if m["outcome"] == "not-reached"],
+        "timeouts": [{k: m[k] for k in keep} for rec in records for m in rec["mutants"]
+                     if m["outcome"] == "killed" and m["detail"].startswith("timed out")],
+        "stale": verdict["stale"],
+        "errors": verdict["errors"],
+        "fences_without_id": [f"{rec['chapter']}:{f['line']}" for rec in records
+                              for f in rec["fences"] if not f["has_id"]],
+        # fences with nothing the operators change (e.g. only `assert torch.equal(a, b)`
+        # of two computed tensors): their sensitivity is not measured
+        "unmeasured": [f"{rec['chapter']}:{f['line']} {f['fence']}" for rec in records
+                       for f in rec["fences"] if not f["mutants"]],
+    }
+
+
+def survivor_text(m: dict) -> str:
+    """A survivor as the report prints it: where, what changed, and an allowlist entry."""
+    original = "\n".join("      - " + line for line in m["original"].splitlines())
+    mutated = "\n".join("      + " + line for line in m["mutated"].splitlines())
+    entry = (f"      allowlist entry:\n        - fence: {m['fence']}\n"
+             f"          mutated: {json.dumps(' '.join(m['mutated'].split()))}\n"
+             f"          reason: \"why this mutant cannot change the outcome\"")
+    return f"  {m['chapter']}:{m['line']}  fence {m['fence']}  [{m['operator']}]\n" \
+           f"{original}\n{mutated}\n{entry}"
+
+
+def report(data: dict, verdict: dict, out=print) -> None:
+    """The scores per chapter, then what needs the reader: survivors, stale entries, errors."""
+    out("\n| chapter | fences | mutants run | killed | justified | survived | errors "
+        "| not executed | not reached | killed of run |")
+    out("|---|---|---|---|---|---|---|---|---|---|")
+    for c in data["chapters"]:
+        score = f"{100 * c['score']:.0f}%" if c["score"] is not None else "-"
+        out(f"| {c['chapter']} | {c['fences']} | {c['total']} | {c['killed']} | {c['justified']} "
+            f"| {c['survived']} | {c['errors']} | {c['not_executed']} | {c['not_reached']} "
+            f"| {score} |")
+    if verdict["survivors"]:
+        out(f"\n{len(verdict['survivors'])} mutant(s) survived: the fence passes with the "
+            "expectation changed. Strengthen the fence, or justify the mutant in "
+            "mutate-allowlist.yml if it cannot change the outcome:")
+        for m in verdict["survivors"]:
+            out(survivor_text(m))
+    if verdict["stale"]:
+        out(f"\n{len(verdict['stale'])} stale allowlist entr(y/ies) match no surviving mutant "
+            "(the fence changed, or the mutant is now killed): remove them")
+        for e in verdict["stale"]:
+            out(f"  {json.dumps(e)}")
+    if verdict["errors"]:
+        out(f"\n{len(verdict['errors'])} error(s):")
+        for e in verdict["errors"]:
+            out(f"  {e}")
+    if data["not_reached"]:
+        out(f"\nnote: {len(data['not_reached'])} mutant(s) changed a statement that did not run "
+            "here (a branch for another build or release); counted apart, never killed:")
+        for m in data["not_reached"]:
+            out(f"  {m['chapter']}:{m['line']}  fence {m['fence']}  [{m['operator']}]  "
+                f"{' '.join(m['mutated'].split())}")
+    if data["timeouts"]:
+        out(f"\nnote: {len(data['timeouts'])} mutant(s) were killed by the timeout (as the suite "
+            "would fail them); a hang of a forked process would look the same:")
+        for m in data["timeouts"]:
+            out(f"  {m['chapter']}:{m['line']}  fence {m['fence']}  {' '.join(m['mutated'].split())}")
+    if data["unmeasured"]:
+        out(f"\nnote: {len(data['unmeasured'])} fence(s) have nothing the operators change "
+            "(no literal expectation, comparison or raise check); not measured:")
+        for f in data["unmeasured"]:
+            out(f"  {f}")
+    if data["fences_without_id"]:
+        out(f"\nnote: {len(data['fences_without_id'])} fence(s) have no fence-id; they are named "
+            "<chapter>-cell-<index> here, which is not stable for the allowlist")
+    mutants = sum(c["total"] + c["not_executed"] + c["not_reached"] for c in data["chapters"])
+    out(f"\nmutate: {mutants} mutants of {sum(c['fences'] for c in data['chapters'])} fences "
+        f"in {data['seconds']} s on {data['jobs']} job(s)"
+        + (f" ({data['cpu_seconds']} s of CPU)" if "cpu_seconds" in data else ""))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("chapters", nargs="*", type=Path,
+                        help="chapters to mutate (default: every chapter in _toc.yml)")
+    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--timeout", type=float, default=TIMEOUT, help="seconds per mutant")
+    parser.add_argument("--allowlist", type=Path, default=ALLOWLIST)
+    parser.add_argument("--json", type=Path, default=None,
+                        help=f"write the results here (default: {RESULTS.relative_to(ROOT)} "
+                        "when the whole book runs)")
+    parser.add_argument("--fence", action="append", help="mutate only this fence id (repeatable)")
+    parser.add_argument("--list", action="store_true", help="list the mutants; run nothing")
+    args = parser.parse_args(argv)
+
+    from fences.chapter import header_problems, toc_files
+
+    whole_book = not args.chapters and not args.fence
+    paths = args.chapters or [p for p in toc_files(ROOT) if p.exists()
+                              and not header_problems(p.read_text(encoding="utf-8"))]
+    paths = [p.resolve() for p in paths]
+    try:
+        allowlist = load_allowlist(args.allowlist)
+    except ValueError as exc:
+        print(f"mutate: {exc}", file=sys.stderr)
+        return 2
+    wanted = set(args.fence) if args.fence else None
+    if args.list:
+        for path in paths:
+            name, cells = read_chapter(path)
+            for cell in cells:
+                if cell.fence and (wanted is None or cell.fence in wanted):
+                    for m in fence_mutants(cell.source, name, cell.fence, cell.line):
+                        print(f"{m.key()} #{m.number}\n    - {m.original}\n    + {m.mutated}")
+        return 0
+    start = time.perf_counter()
+    print(f"mutate: {len(paths)} chapter(s) on {args.jobs} job(s)", flush=True)
+    records = run_book(paths, args.jobs, args.timeout, wanted)
+    verdict = judge(records, allowlist)
+    data = summary(records, verdict, time.perf_counter() - start, args.jobs)
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)  # every chapter and mutant process
+    data["cpu_seconds"] = round(used.ru_utime + used.ru_stime, 1)
+    report(data, verdict)
+    target = args.json or (RESULTS if whole_book else None)
+    if target:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        print(f"mutate: wrote {target}")
+    return 1 if verdict["survivors"] or verdict["errors"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
