@@ -200,6 +200,9 @@ def test_a_justified_survivor_passes_and_an_unmatched_entry_is_stale():
     verdict = mutate.judge([rec], allow)
     assert [m["line"] for m in verdict["survivors"]] == [12]
     assert verdict["stale"] == [allow[1]]  # entries of fences that did not run are not stale
+    # ... unless the whole book ran: then that fence no longer exists
+    again = record("killed", "survived", "survived", "not-executed", "not-reached")
+    assert mutate.judge([again], allow, whole_book=True)["stale"] == [allow[1], allow[2]]
     c = mutate.tally(rec)
     assert (c["total"], c["killed"], c["justified"], c["survived"], c["not_executed"],
             c["not_reached"]) == (3, 1, 1, 1, 1, 1)

@@ -485,10 +485,14 @@ def matches(entry: dict, mutant: dict) -> bool:
     return True
 
 
-def judge(records: list[dict], allowlist: list[dict]) -> dict:
-    """Mark justified survivors; return open survivors, stale entries and errors."""
+def judge(records: list[dict], allowlist: list[dict], whole_book: bool = False) -> dict:
+    """Mark justified survivors; return open survivors, stale entries and errors.
+
+    An entry is stale when it justifies no survivor of a fence that ran; on the
+    whole book, an entry naming a fence that no longer exists is stale too.
+    """
     mutants = [m for rec in records for m in rec["mutants"]]
-    fences_run = {m["fence"] for m in mutants}
+    fences_run = {f["fence"] for rec in records for f in rec["fences"]}
     used = [False] * len(allowlist)
     survivors = []
     for m in mutants:
@@ -500,7 +504,8 @@ def judge(records: list[dict], allowlist: list[dict]) -> dict:
                 break
         else:
             survivors.append(m)
-    stale = [e for e, u in zip(allowlist, used) if not u and e["fence"] in fences_run]
+    stale = [e for e, u in zip(allowlist, used)
+             if not u and (whole_book or e["fence"] in fences_run)]
     errors = [e for rec in records for e in rec["errors"]]
     errors += [f"{m['chapter']}:{m['line']} {m['fence']} mutant #{m['number']}: {m['detail']}"
                for m in mutants if m["outcome"] == "error" and not m["detail"].startswith("the fence")]
@@ -671,7 +676,7 @@ def main(argv: list[str]) -> int:
     start = time.perf_counter()
     print(f"mutate: {len(paths)} chapter(s) on {args.jobs} job(s)", flush=True)
     records = run_book(paths, args.jobs, args.timeout, wanted)
-    verdict = judge(records, allowlist)
+    verdict = judge(records, allowlist, whole_book)
     data = summary(records, verdict, time.perf_counter() - start, args.jobs)
     used = resource.getrusage(resource.RUSAGE_CHILDREN)  # every chapter and mutant process
     data["cpu_seconds"] = round(used.ru_utime + used.ru_stime, 1)
