@@ -259,7 +259,7 @@ def proof_key() -> str:
     (fences.cachekey), the tool, the corpus chapters and this file."""
     from fences import cachekey
 
-    digest = hashlib.sha256(cachekey.key(data=False).encode())
+    digest = hashlib.sha256(cachekey.key().encode())
     for path in (ROOT / "tools" / "mutate.py", ROOT / "tools" / "mutants.py", STRONG, WEAK,
                  Path(__file__)):
         digest.update(path.name.encode() + path.read_bytes())
@@ -343,7 +343,7 @@ def test_a_fence_that_fails_unmutated_is_an_error(runs):
 # --- the Verified-on page -------------------------------------------------------
 
 def test_the_page_renders_scores_and_justified_survivors(tmp_path):
-    from fences import mutation, verified
+    from fences import mutation, record
 
     assert "Not measured yet" in mutation.section_html(tmp_path)
     data = {"build": "torch 2.13.0 (CPU-only build)", "date": "2026-12-01",
@@ -358,4 +358,4 @@ def test_the_page_renders_scores_and_justified_survivors(tmp_path):
     page = mutation.section_html(tmp_path)
     assert "<td>views</td>" in page and "9 / 10 (90%)" in page and "<td>3</td>" in page
     assert "assert n &gt; 50" in page and "n is in the hundreds" in page
-    assert verified.load(tmp_path) == []  # the scores are not a release's results
+    assert record.load(tmp_path) == []  # the scores are not a release's results
