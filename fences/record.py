@@ -203,7 +203,7 @@ def read_book(root: Path) -> tuple[list[Fence], dict[str, str]]:
             if cell.cell_type == "markdown":
                 heads = re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", cell.source, re.M)
                 if heads:
-                    section = heads[-1]
+                    section = plain(heads[-1])
                 continue
             if cell.cell_type != "code":
                 continue
@@ -217,6 +217,12 @@ def read_book(root: Path) -> tuple[list[Fence], dict[str, str]]:
 def current_fences(root: Path) -> list[Fence]:
     """Every fence in the chapters ``_toc.yml`` lists, in reading order."""
     return read_book(root)[0]
+
+
+def plain(title: str) -> str:
+    """A MyST heading as text: roles, backticks and emphasis marks dropped."""
+    title = re.sub(r"\{[\w:-]+\}`([^`<]*?)(?:\s*<[^>]*>)?`", r"\1", title)
+    return re.sub(r"[`*]", "", title).strip()
 
 
 def claim(source: str) -> str:

@@ -20,7 +20,7 @@ from . import record
 from .record import Fence
 
 SYMBOL = {"passed": ("tf-pass", "✓", "passed"), "failed": ("tf-fail", "✗", "FAILED"),
-          "skipped": ("tf-skip", "–", "skipped"), None: ("tf-missing", "·", "not in this run")}
+          "skipped": ("tf-skip", "–", "skipped"), None: ("tf-missing", "○", "not in this run")}
 
 Url = Callable[[str], str]
 
@@ -69,12 +69,18 @@ def provenance_html(runs: list[dict], stale: list[tuple[dict, list[str]]]) -> st
             f"<p>Current results for <b>{len(runs)}</b> releases "
             f"({esc(', '.join(record.label(r) for r in runs))}), run on book commit "
             f"{esc(', '.join(commits))}, dated {esc(' to '.join([dates[0], dates[-1]]) if len(dates) > 1 else dates[0])}.</p>")
-    for run, why in stale:
+    groups: dict[tuple, list[dict]] = {}
+    for run, why in stale:  # files stale for the same reasons share one note
+        groups.setdefault(tuple(why), []).append(run)
+    for why, group in groups.items():
+        files = ", ".join(f"results/{run.get('file', record.label(run) + '.json')}" for run in group)
+        commits = sorted({(run.get("commit") or "unknown")[:12] for run in group})
         parts.append(
-            f'<div class="tf-stale"><b>Stale: results/{esc(run.get("file", record.label(run) + ".json"))}</b> '
-            f"(torch {esc(run.get('torch'))}, book commit {esc((run.get('commit') or 'unknown')[:12])}) "
-            f"does not describe the book as it is now: {esc('; '.join(why))}. What it holds of "
-            f"those chapters is not shown; <code>make matrix</code> regenerates it.</div>")
+            f'<div class="tf-stale"><b>Stale: {esc(files)}</b> (book commit {esc(", ".join(commits))}) '
+            f"{'does' if len(group) == 1 else 'do'} not describe the book as it is now: "
+            f"{esc('; '.join(why))}. What {'it holds' if len(group) == 1 else 'they hold'} of those "
+            f"chapters is not shown; <code>make matrix</code> regenerates "
+            f"{'it' if len(group) == 1 else 'them'}.</div>")
     return "".join(parts)
 
 
@@ -189,6 +195,6 @@ def grid_html(runs: list[dict], current: list[Fence], url: Url) -> str:
             + _scroll(f'<table class="tf-table tf-grid"><thead><tr><th>fence</th>{head}</tr></thead>'
                       f"<tbody>{''.join(rows)}</tbody></table>")
             + "</details>")
-    legend = ("<p class=\"tf-legend\">✓ passed · ✗ failed · – skipped (hover for why) · "
-              "· not in that release's results</p>")
+    legend = ("<p class=\"tf-legend\">✓ passed, ✗ failed, – skipped (hover for why), "
+              "○ not in that release's results</p>")
     return legend + "".join(out)

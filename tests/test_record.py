@@ -131,6 +131,12 @@ def test_committing_results_does_not_change_the_books_commit(tmp_path: Path):
     assert record.provenance(tmp_path)["dirty"] is True
 
 
+def test_section_titles_are_plain_text():
+    assert record.plain("Picking a device: `torch.accelerator`") == "Picking a device: torch.accelerator"
+    assert record.plain("The {term}`stride` and **offset**") == "The stride and offset"
+    assert record.plain("See {ref}`views <views-label>`") == "See views"
+
+
 def test_build_kind():
     assert record.build_kind(None) == "CPU-only"
     assert record.build_kind("12.8") == "CUDA 12.8"
@@ -309,6 +315,17 @@ def test_every_minor_release_and_newest_resolved_once():
     assert [(r.name, r.requirement) for r in newer] == [("2.8.0", "torch==2.8.0"), ("2.16.0", "torch==2.16.0")]
     with pytest.raises(SystemExit, match="unknown release"):
         matrix.resolve(["1.0"])
+
+
+def test_newest_unreachable_fails_the_run_but_not_the_other_releases():
+    def offline():
+        raise OSError("no route to host")
+
+    problems: list[str] = []
+    assert [r.name for r in matrix.resolve(["2.8.0", "newest"], offline, problems)] == ["2.8.0"]
+    assert problems == [f"newest: could not read the newest torch from {matrix.PYPI_JSON}: no route to host"]
+    with pytest.raises(OSError):
+        matrix.resolve(["newest"], offline)
 
 
 def test_committed_results_are_read_from_git_head(tmp_path: Path):

@@ -67,13 +67,23 @@ def newest_on_pypi(url: str = PYPI_JSON) -> str:
         return json.load(answer)["info"]["version"]
 
 
-def resolve(names: list[str], newest=newest_on_pypi) -> list[Release]:
-    """The releases to run: the named ones (all when none), "newest" resolved now, no duplicates."""
+def resolve(names: list[str], newest=newest_on_pypi, problems: list[str] | None = None) -> list[Release]:
+    """The releases to run: the named ones (all when none), "newest" resolved now, no duplicates.
+
+    When PyPI cannot be asked, "newest" is left out and the reason goes to
+    ``problems`` (raised when no list is given): the other releases still run.
+    """
     known = {r.name: r for r in RELEASES}
     out: list[Release] = []
     for name in names or [*known, NEWEST]:
         if name == NEWEST:
-            version = newest()
+            try:
+                version = newest()
+            except (OSError, ValueError, KeyError) as exc:
+                if problems is None:
+                    raise
+                problems.append(f"newest: could not read the newest torch from {PYPI_JSON}: {exc}")
+                continue
             rel = known.get(version) or Release(version, f"torch=={version}", "the newest release on PyPI")
         elif name in known:
             rel = known[name]
@@ -155,10 +165,11 @@ def main(argv: list[str]) -> int:
         print(report(before, names, base))
         print(f"[matrix] report written to {REPORT.relative_to(ROOT)}")
         return 0
-    releases = resolve(args.releases)
+    problems: list[str] = []
+    releases = resolve(args.releases, problems=problems)
     RESULTS.mkdir(exist_ok=True)
     codes = {rel.name: run_release(rel) for rel in releases}
-    if not args.releases:  # the whole matrix: environments of releases it no longer runs go
+    if not args.releases and not problems:  # the whole matrix: environments it no longer runs go
         venvs.prune(releases, log=lambda m: print(m, flush=True))
     print(report(before, list(codes), base))
     print(f"[matrix] report written to {REPORT.relative_to(ROOT)}")
@@ -166,7 +177,9 @@ def main(argv: list[str]) -> int:
     print(f"[matrix] environments and their cache use {used / 2**30:.1f} GiB "
           f"({venvs.VENVS}, {venvs.UV_CACHE})")
     print("[matrix] " + ", ".join(f"{n}: {'ok' if c == 0 else 'FAILED'}" for n, c in codes.items()))
-    return 0 if all(c == 0 for c in codes.values()) else 1
+    for problem in problems:
+        print(f"[matrix] FAILED {problem}")
+    return 0 if all(c == 0 for c in codes.values()) and not problems else 1
 
 
 if __name__ == "__main__":
