@@ -116,3 +116,14 @@ def test_new_release_results_change_the_key(tmp_path, monkeypatch):
     (tmp_path / "2.13.0+cpu.json").write_text('{"fences": []}')
     assert cachekey.key() != before
     assert cachekey.key(data=False) == cachekey.key(data=False)
+
+
+def test_the_key_does_not_depend_on_the_working_directory(tmp_path, monkeypatch):
+    """An *.egg-info on sys.path (building the wheel leaves one in the tree) changes nothing:
+    the build and tools/preexecute.py run with different sys.path and must agree."""
+    before = cachekey.key()
+    info = tmp_path / "stray.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: stray\nVersion: 1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert cachekey.key() == before
