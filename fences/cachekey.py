@@ -19,6 +19,7 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import sys
+import sysconfig
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
@@ -45,7 +46,11 @@ def key() -> str:
         raise SystemExit("fences.cachekey: torch is not installed")
     torch_build = (Path(spec.origin).parent / "version.py").read_bytes()
     # Every installed distribution and its version (numpy, myst-nb, ...): outputs depend on them too.
-    dists = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions())
+    # Read from the environment's site-packages only: on sys.path, an in-tree *.egg-info
+    # (left by building the wheel) would make the key depend on the working directory.
+    site = sorted({sysconfig.get_paths()[k] for k in ("purelib", "platlib")})
+    dists = sorted(f"{d.metadata['Name']}=={d.version}"
+                   for d in importlib.metadata.distributions(path=site))
     parts = [
         f"torch={importlib.metadata.version('torch')}",
         f"torch-build={hashlib.sha256(torch_build).hexdigest()[:16]}",

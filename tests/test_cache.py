@@ -106,3 +106,14 @@ def test_the_sphinx_extension_keys_the_cache_myst_nb_reads(tmp_path):
     app = SimpleNamespace(outdir=str(tmp_path / "html"))
     sphinx._key_the_cache(app, config)
     assert config.nb_execution_cache_path == str(cachekey.cache_path(tmp_path / ".jupyter_cache"))
+
+
+def test_the_key_does_not_depend_on_the_working_directory(tmp_path, monkeypatch):
+    """An *.egg-info on sys.path (building the wheel leaves one in the tree) changes nothing:
+    the build and tools/preexecute.py run with different sys.path and must agree."""
+    before = cachekey.key()
+    info = tmp_path / "stray.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: stray\nVersion: 1.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert cachekey.key() == before
