@@ -412,7 +412,8 @@ def never_run(runs: list[dict], current: list[Fence]) -> list[tuple[Fence, str]]
         recs = [by_id(run)[f.id] for run in runs if f.id in by_id(run)]
         if any(r["outcome"] != "skipped" for r in recs):
             continue
-        reasons = sorted({r.get("reason", "") for r in recs if r.get("reason")})
+        reasons = sorted({re.sub(r"\s*\(torch [^)]*\)$", "", r.get("reason", ""))
+                          for r in recs if r.get("reason")})
         out.append((f, reasons[0] if reasons else "in no results file"))
     return out
 
@@ -475,6 +476,10 @@ def change_report(before: list[dict], after: list[dict], record: list[dict],
                   current: list[Fence], digests: dict[str, str],
                   base: str = "the committed results") -> str:
     """Markdown for a pull request: what ``after`` (this run) changed against ``before``.
+
+    Per release: new failures, fixes, values and outcomes that changed. Across
+    releases: behaviours that differ now and did not in ``before`` (a new
+    release that changed a recorded value shows here).
 
     ``record``: every results file after the run (those not rerun included),
     for the fences never run anywhere and the stale files.
@@ -542,12 +547,17 @@ def change_report(before: list[dict], after: list[dict], record: list[dict],
         lines += [f"| {r} | {place(f)} | {_md(lab or n)} | {_md(a)} | {_md(b)} |"
                   for r, f, n, lab, a, b in values]
         lines.append("")
+    fresh, stale = split(record, current, digests)
+    was_fresh, _ = split(before, current, digests)
+    seen = {(c.fence, c.name, c.text()) for c in changes(was_fresh, current)}
+    differ = [c for c in changes(fresh, current) if (c.fence, c.name, c.text()) not in seen]
+    section("Behaviours that now differ between releases or builds", differ,
+            lambda c: f"- {_md(c.label or c.name)}: {_md(c.text())} ({place(c.fence)})")
     section("Fixed (failed before)", fixed, lambda r: f"- {place(r[1])} on {r[0]}: now {r[2]}")
     section("Other outcomes that changed", outcome,
             lambda r: f"- {place(r[1])} on {r[0]}: {r[2]} → {r[3]}")
     section("Fences new to the record (in no earlier results file)", added, lambda fid: f"- {place(fid)}",
             limit=LISTED)
-    fresh, stale = split(record, current, digests)
     section("Fences never run anywhere", never_run(fresh, current),
             lambda r: f"- `{r[0].id}` ({r[0].chapter}): {_md(r[1])}")
     section("Stale results files (what they hold of these chapters is not shown as current)", stale,

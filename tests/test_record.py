@@ -288,6 +288,16 @@ def test_change_report_on_two_results_files():
     assert "## Fences never run anywhere (1)\n\n- `gpu` (book/a.md): needs a CUDA GPU" in md
 
 
+def test_change_report_names_a_behaviour_a_new_release_changed():
+    current = [fence("a")]
+    acc = {"acc": "the accelerator"}
+    before = [run("2.14.1", [rec("a", observed={"acc": "None"}, labels=acc)], chapters={"book/a.md": "da"})]
+    new = run("2.16.0", [rec("a", observed={"acc": "cuda"}, labels=acc)], chapters={"book/a.md": "da"})
+    md = record.change_report(before, [new], before + [new], current, {"book/a.md": "da"})
+    assert "## Behaviours that now differ between releases or builds (1)\n\n" \
+        "- the accelerator: changed in 2.16.0: None → cuda (`a` (book/a.md))" in md
+
+
 def test_change_report_calls_out_stale_files_and_new_releases():
     current = [fence("a")]
     old = run("2.8.0", [rec("a", code="before-edit")], chapters={"book/a.md": "before-edit"})
