@@ -368,8 +368,8 @@ def classify(fence: str, name: str, label: str, points: list[tuple[dict, str]]) 
         if not segments or segments[-1][1] != value:
             segments.append((lbl(run), value))
     if len(kinds) > 1 and all(len(v) == 1 for v in kinds.values()):
-        return Change(fence, name, label, "build", by_build={k: next(iter(v)) for k, v in kinds.items()},
-                      values=values)
+        return Change(fence, name, label, "build", by_build={k: next(iter(kinds[k])) for k in sorted(kinds)},
+                      values=values)  # CPU-only before CUDA, whichever release came first
     if len(segments) == 2:
         return Change(fence, name, label, "release", old=segments[0][1], new=segments[1][1],
                       since=segments[1][0], values=values)

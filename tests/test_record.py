@@ -233,7 +233,7 @@ def test_badge_changed_names_the_release_and_both_values():
 def test_badge_by_build():
     runs = series({"2.8.0": "cuda", "2.13.0+cpu": "None", "2.15.0": "cuda"})
     b = record.badge("a", runs)
-    assert (b.kind, b.text) == ("changed", "differs by build: CUDA cuda, CPU-only None")
+    assert (b.kind, b.text) == ("changed", "differs by build: CPU-only None, CUDA cuda")
 
 
 def test_a_value_that_comes_and_goes_varies():
