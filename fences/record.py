@@ -374,8 +374,8 @@ def classify(fence: str, name: str, label: str, points: list[tuple[dict, str]]) 
         if not segments or segments[-1][1] != value:
             segments.append((lbl(run), value))
     if len(kinds) > 1 and all(len(v) == 1 for v in kinds.values()):
-        return Change(fence, name, label, "build", by_build={k: next(iter(v)) for k, v in kinds.items()},
-                      values=values)
+        return Change(fence, name, label, "build", by_build={k: next(iter(kinds[k])) for k in sorted(kinds)},
+                      values=values)  # CPU-only before CUDA, whichever release came first
     if len(segments) == 2:
         return Change(fence, name, label, "release", old=segments[0][1], new=segments[1][1],
                       since=segments[1][0], values=values)
@@ -418,7 +418,8 @@ def never_run(runs: list[dict], current: list[Fence]) -> list[tuple[Fence, str]]
         recs = [by_id(run)[f.id] for run in runs if f.id in by_id(run)]
         if any(r["outcome"] != "skipped" for r in recs):
             continue
-        reasons = sorted({r.get("reason", "") for r in recs if r.get("reason")})
+        reasons = sorted({re.sub(r"\s*\(torch [^)]*\)$", "", r.get("reason", ""))
+                          for r in recs if r.get("reason")})
         out.append((f, reasons[0] if reasons else "in no results file"))
     return out
 
@@ -481,6 +482,10 @@ def change_report(before: list[dict], after: list[dict], record: list[dict],
                   current: list[Fence], digests: dict[str, str],
                   base: str = "the committed results") -> str:
     """Markdown for a pull request: what ``after`` (this run) changed against ``before``.
+
+    Per release: new failures, fixes, values and outcomes that changed. Across
+    releases: behaviours that differ now and did not in ``before`` (a new
+    release that changed a recorded value shows here).
 
     ``record``: every results file after the run (those not rerun included),
     for the fences never run anywhere and the stale files.
@@ -548,12 +553,17 @@ def change_report(before: list[dict], after: list[dict], record: list[dict],
         lines += [f"| {r} | {place(f)} | {_md(lab or n)} | {_md(a)} | {_md(b)} |"
                   for r, f, n, lab, a, b in values]
         lines.append("")
+    fresh, stale = split(record, current, digests)
+    was_fresh, _ = split(before, current, digests)
+    seen = {(c.fence, c.name, c.text()) for c in changes(was_fresh, current)}
+    differ = [c for c in changes(fresh, current) if (c.fence, c.name, c.text()) not in seen]
+    section("Behaviours that now differ between releases or builds", differ,
+            lambda c: f"- {_md(c.label or c.name)}: {_md(c.text())} ({place(c.fence)})")
     section("Fixed (failed before)", fixed, lambda r: f"- {place(r[1])} on {r[0]}: now {r[2]}")
     section("Other outcomes that changed", outcome,
             lambda r: f"- {place(r[1])} on {r[0]}: {r[2]} → {r[3]}")
     section("Fences new to the record (in no earlier results file)", added, lambda fid: f"- {place(fid)}",
             limit=LISTED)
-    fresh, stale = split(record, current, digests)
     section("Fences never run anywhere", never_run(fresh, current),
             lambda r: f"- `{r[0].id}` ({r[0].chapter}): {_md(r[1])}")
     section("Stale results files (what they hold of these chapters is not shown as current)", stale,

@@ -233,7 +233,7 @@ def test_badge_changed_names_the_release_and_both_values():
 def test_badge_by_build():
     runs = series({"2.8.0": "cuda", "2.13.0+cpu": "None", "2.15.0": "cuda"})
     b = record.badge("a", runs)
-    assert (b.kind, b.text) == ("changed", "differs by build: CUDA cuda, CPU-only None")
+    assert (b.kind, b.text) == ("changed", "differs by build: CPU-only None, CUDA cuda")
 
 
 def test_a_value_that_comes_and_goes_varies():
@@ -286,6 +286,16 @@ def test_change_report_on_two_results_files():
     assert "- book/a.md Cell 7 (line 80) on 2.15.0: NameError: y" in md
     assert "## Fences new to the record (in no earlier results file) (1)\n\n- `d` (book/a.md)" in md
     assert "## Fences never run anywhere (1)\n\n- `gpu` (book/a.md): needs a CUDA GPU" in md
+
+
+def test_change_report_names_a_behaviour_a_new_release_changed():
+    current = [fence("a")]
+    acc = {"acc": "the accelerator"}
+    before = [run("2.14.1", [rec("a", observed={"acc": "None"}, labels=acc)], chapters={"book/a.md": "da"})]
+    new = run("2.16.0", [rec("a", observed={"acc": "cuda"}, labels=acc)], chapters={"book/a.md": "da"})
+    md = record.change_report(before, [new], before + [new], current, {"book/a.md": "da"})
+    assert "## Behaviours that now differ between releases or builds (1)\n\n" \
+        "- the accelerator: changed in 2.16.0: None → cuda (`a` (book/a.md))" in md
 
 
 def test_change_report_calls_out_stale_files_and_new_releases():

@@ -64,7 +64,7 @@ def test_changes_are_behaviours_in_words_with_the_release_and_the_section():
 def test_values_without_a_description_are_collapsed_apart():
     html = verified.other_values_html(record.changes(runs(), CURRENT), CURRENT, url)
     assert html.startswith('<details class="tf-details"><summary>1 more recorded values differ')
-    assert "<code>n</code>" in html and "differs by build: CUDA 5, CPU-only 6" in html
+    assert "<code>n</code>" in html and "differs by build: CPU-only 6, CUDA 5" in html
 
 
 def test_never_run_fences_are_called_out():
