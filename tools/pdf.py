@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import re
 import sys
+import unicodedata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +62,9 @@ def problems_of(printed) -> list[str]:
     problems = []
     for name, data, facts in printed:
         reader = PdfReader(io.BytesIO(data))
-        text = "\n".join(p.extract_text() or "" for p in reader.pages)
+        # NFKC: the PDF's text has ligatures ("ﬁ") where the page has two letters.
+        text = unicodedata.normalize(
+            "NFKC", "\n".join(p.extract_text() or "" for p in reader.pages))
         flat = " ".join(text.split())
         if facts["title"] and " ".join(facts["title"].split()) not in flat:
             problems.append(f"{name}: its title {facts['title']!r} is not in the PDF")
