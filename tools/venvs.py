@@ -34,10 +34,34 @@ CACHE = Path.home() / ".cache" / "tensor-fences"
 VENVS = Path(os.environ.get("TF_VENVS", CACHE / "venvs"))
 UV_CACHE = Path(os.environ.get("TF_UV_CACHE", CACHE / "uv"))
 
-# What the suite needs besides torch (the site build is not run per release).
-SUITE_DEPS = ["numpy>=2", "pytest>=8", "pytest-xdist>=3", "nbval>=0.11", "jupytext>=1.16",
-              "ipykernel>=6", "myst-nb>=1", "pyyaml", "matplotlib>=3.8", "hypothesis>=6.100",
-              "ml_dtypes>=0.5", "array-api-strict>=2.3", "jax>=0.4.30"]
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+
+
+def suite_deps() -> list[str]:
+    """What the suite needs besides torch: pyproject.toml's ``test`` extra, with the extras it
+    names (``book``) and the base dependencies, torch left out. The one list (the site build
+    is not run per release, so ``site`` is not installed)."""
+    import re
+    import tomllib
+
+    project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]
+    extras = project["optional-dependencies"]
+    found: list[str] = list(project.get("dependencies", []))
+
+    def add(extra: str) -> None:
+        for req in extras[extra]:
+            named = re.fullmatch(r"tensor-fences\[([\w,-]+)\]", req.strip())
+            if named:
+                for name in named.group(1).split(","):
+                    add(name)
+            elif re.split(r"[<>=!~\[ ;]", req.strip(), maxsplit=1)[0] != "torch":
+                found.append(req.strip())
+
+    add("test")
+    return sorted(set(found))
+
+
+SUITE_DEPS = suite_deps()
 
 
 @dataclass(frozen=True)
