@@ -131,6 +131,14 @@ def test_committing_results_does_not_change_the_books_commit(tmp_path: Path):
     assert record.provenance(tmp_path)["dirty"] is True
 
 
+def test_claim_is_the_whole_proves_comment():
+    source = ("import torch\n# Proves: a view shares storage with its base;\n#   writes show through.\n"
+              "# Does not prove: anything about copies.\nassert True is not None\n")
+    assert record.claim(source) == "a view shares storage with its base; writes show through."
+    assert record.claim("# Proves: one line\nx = 1\n# later comment\n") == "one line"
+    assert record.claim("# just a comment\nassert 1\n") == "just a comment"
+
+
 def test_section_titles_are_plain_text():
     assert record.plain("Picking a device: `torch.accelerator`") == "Picking a device: torch.accelerator"
     assert record.plain("The {term}`stride` and **offset**") == "The stride and offset"
