@@ -395,3 +395,10 @@ def test_observe_with_and_without_a_label_round_trips(capsys):
         {"devices.acc": "the accelerator torch reports"})
     with pytest.raises(ValueError, match="must be letters"):
         fences.observe("has space", 1)
+
+
+def test_the_cpu_build_names_where_its_wheel_is():
+    cpu = next(r for r in matrix.RELEASES if r.name.endswith("+cpu"))
+    assert cpu.requirement == "torch==2.13.0+cpu"
+    assert cpu.find_links == "https://download.pytorch.org/whl/cpu/torch/"
+    assert all(not r.find_links for r in matrix.RELEASES if r is not cpu)  # PyPI's builds
