@@ -226,12 +226,22 @@ def plain(title: str) -> str:
 
 
 def claim(source: str) -> str:
-    """What a fence proves: its ``# Proves:`` line (first comment line when it has none)."""
-    comments = [line.strip().lstrip("#").strip() for line in source.splitlines()
-                if line.strip().startswith("#")]
-    for text in comments:
-        if text.startswith("Proves:"):
-            return text.removeprefix("Proves:").strip()
+    """What a fence proves: its ``# Proves:`` comment with the comment lines that continue it
+    (up to a blank comment, code, or another label such as ``Does not prove:``); the first
+    comment line when it has none."""
+    lines = source.splitlines()
+    for n, line in enumerate(lines):
+        text = line.strip()
+        if text.startswith("#") and text.lstrip("#").strip().startswith("Proves:"):
+            parts = [text.lstrip("#").strip().removeprefix("Proves:").strip()]
+            for more in lines[n + 1:]:
+                more = more.strip()
+                words = more.lstrip("#").strip()
+                if not more.startswith("#") or not words or re.match(r"^[A-Z][\w ]{0,30}:", words):
+                    break
+                parts.append(words)
+            return " ".join(parts)
+    comments = [line.strip().lstrip("#").strip() for line in lines if line.strip().startswith("#")]
     return comments[0] if comments else ""
 
 

@@ -131,6 +131,14 @@ def test_committing_results_does_not_change_the_books_commit(tmp_path: Path):
     assert record.provenance(tmp_path)["dirty"] is True
 
 
+def test_claim_is_the_whole_proves_comment():
+    source = ("import torch\n# Proves: a view shares storage with its base;\n#   writes show through.\n"
+              "# Does not prove: anything about copies.\nassert True is not None\n")
+    assert record.claim(source) == "a view shares storage with its base; writes show through."
+    assert record.claim("# Proves: one line\nx = 1\n# later comment\n") == "one line"
+    assert record.claim("# just a comment\nassert 1\n") == "just a comment"
+
+
 def test_section_titles_are_plain_text():
     assert record.plain("Picking a device: `torch.accelerator`") == "Picking a device: torch.accelerator"
     assert record.plain("The {term}`stride` and **offset**") == "The stride and offset"
@@ -387,3 +395,10 @@ def test_observe_with_and_without_a_label_round_trips(capsys):
         {"devices.acc": "the accelerator torch reports"})
     with pytest.raises(ValueError, match="must be letters"):
         fences.observe("has space", 1)
+
+
+def test_the_cpu_build_names_where_its_wheel_is():
+    cpu = next(r for r in matrix.RELEASES if r.name.endswith("+cpu"))
+    assert cpu.requirement == "torch==2.13.0+cpu"
+    assert cpu.find_links == "https://download.pytorch.org/whl/cpu/torch/"
+    assert all(not r.find_links for r in matrix.RELEASES if r is not cpu)  # PyPI's builds

@@ -50,8 +50,10 @@ RELEASES = [
     Release("2.10.0", "torch==2.10.0"),
     Release("2.11.0", "torch==2.11.0"),
     Release("2.12.1", "torch==2.12.1"),
-    # The local version label pins the CPU build (PIP_FIND_LINKS says where it is).
-    Release("2.13.0+cpu", "torch==2.13.0+cpu", "the reference build: CPU wheel, the one `make test` uses"),
+    # The local version label pins the CPU build; it is not on PyPI but on PyTorch's own
+    # page (a machine with the wheel at hand says where with PIP_FIND_LINKS instead).
+    Release("2.13.0+cpu", "torch==2.13.0+cpu", "the reference build: CPU wheel, the one `make test` uses",
+            find_links="https://download.pytorch.org/whl/cpu/torch/"),
     Release("2.14.1", "torch==2.14.1"),
     Release("2.15.0", "torch==2.15.0"),
 ]

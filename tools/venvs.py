@@ -14,8 +14,9 @@ each environment in full (about 6 GB per CUDA build); the run says so.
 
 uv does not read pip's configuration. Where wheels come from besides PyPI
 is passed on from the environment: ``PIP_FIND_LINKS`` (a folder or a page
-of links, e.g. https://download.pytorch.org/whl/cpu/torch/ for the CPU
-build) becomes uv's ``--find-links``. A pip configuration that caps torch
+of links) becomes uv's ``--find-links``. Without one, a release that is not
+on PyPI uses its own ``find_links`` (the CPU build: PyTorch's page of CPU
+wheels, https://download.pytorch.org/whl/cpu/torch/). A pip configuration that caps torch
 (a ``constraint`` file) does not apply: the matrix pins each torch exactly,
 so for the pip fallback ``PIP_CONSTRAINT`` points at an empty file, which
 works whether or not a machine has such a cap.
@@ -71,6 +72,9 @@ class Release:
     name: str
     requirement: str
     why: str = ""
+    #: Where the wheel is when it is not on PyPI (a page of links), used when the
+    #: environment names no place of its own (PIP_FIND_LINKS / UV_FIND_LINKS).
+    find_links: str = ""
 
 
 def uv_command() -> list[str] | None:
@@ -118,6 +122,8 @@ def ensure(release: Release, log=print) -> Path:
     if is_current(release):
         return venv
     env = install_env()
+    if release.find_links and not env.get("UV_FIND_LINKS"):
+        env["UV_FIND_LINKS"] = env["PIP_FIND_LINKS"] = release.find_links
     uv = uv_command()
     python = venv / "bin" / "python"
     if venv.exists() and not python.exists():
