@@ -41,9 +41,11 @@ _modules: set[str] = set()  # the modules imported when the snapshot was taken
 #: chapter's own code; a chapter that imports the library leaves them set,
 #: and that is no leak. Found by importing what the book uses on torch
 #: 2.8-2.15: jax sets two; torch._inductor (imported by
-#: torch.use_deterministic_algorithms from 2.10, and by torch.compile) one.
+#: torch.use_deterministic_algorithms from 2.10, and by torch.compile) one;
+#: torch.cuda's lazy initialisation one on 2.8 CUDA builds (seen without a GPU).
 SET_BY_IMPORTS = {"TF_CPP_MIN_LOG_LEVEL": "jax", "TPU_SKIP_MDS_QUERY": "jax",
-                  "TORCHINDUCTOR_CACHE_DIR": "torch._inductor"}
+                  "TORCHINDUCTOR_CACHE_DIR": "torch._inductor",
+                  "CUDA_MODULE_LOADING": "torch.cuda"}
 WARNING_FILTERS = "warning filters (warnings.filters)"
 
 
