@@ -24,6 +24,20 @@ from .lint import FORBIDDEN_TAGS  # noqa: F401 - re-exported
 _CODE_CELL = re.compile(r"^(`{3,}|~{3,})\{code-cell\}")
 
 
+#: The front matter every chapter starts with (jupytext MyST, a Python 3 kernel).
+HEADER = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+"""
+
+
 class ChapterError(Exception):
     """A chapter that must not be built or tested as it is."""
 

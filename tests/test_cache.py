@@ -21,18 +21,9 @@ from fences.upstream.jupyter_cache import get_cache, store
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import preexecute  # noqa: E402
+from fences.chapter import HEADER  # noqa: E402
 
-CHAPTER = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-
+CHAPTER = HEADER + """
 # A chapter
 
 ```{code-cell} ipython3

@@ -12,16 +12,8 @@ import torch
 
 import fences
 from fences import cachekey, chapter, state
+from fences.chapter import HEADER
 
-HEADER = """---
-jupytext:
-  text_representation:
-    format_name: myst
-kernelspec:
-  name: python3
-  display_name: Python 3
----
-"""
 
 
 # --- raises / warns -------------------------------------------------------

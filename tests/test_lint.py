@@ -7,16 +7,8 @@ import jupytext
 import pytest
 
 from fences import chapter, lint
+from fences.chapter import HEADER
 
-HEADER = """---
-jupytext:
-  text_representation:
-    format_name: myst
-kernelspec:
-  name: python3
-  display_name: Python 3
----
-"""
 
 GOOD_FENCE = """```{code-cell} ipython3
 :tags: [fence]

@@ -3,15 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-HEADER = """---
-jupytext:
-  text_representation:
-    format_name: myst
-kernelspec:
-  name: python3
-  display_name: Python 3
----
-"""
+from fences.chapter import HEADER
+
 
 
 @pytest.fixture

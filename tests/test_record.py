@@ -16,16 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
 import matrix  # noqa: E402
+from fences.chapter import HEADER  # noqa: E402
 
-HEADER = """---
-jupytext:
-  text_representation:
-    format_name: myst
-kernelspec:
-  name: python3
-  display_name: Python 3
----
-"""
 
 
 def fence(fid: str, chapter: str = "book/a.md", cell: int = 0, code: str = "c0") -> Fence:

@@ -20,18 +20,8 @@ from pathlib import Path
 import pytest
 
 from fences import cachekey, record
+from fences.chapter import HEADER
 
-HEADER = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-"""
 HOLDS = "# Proves: one plus one is two.\nassert 1 + 1 == 2"
 CHANGES = "# Proves: the flag is a bool.\nimport fences\nassert fences.observe('x.flag', True) in (True, False)"
 NEEDS_GPU = "# Proves: a CUDA tensor is on CUDA.\nimport fences\nif fences.needs('cuda'):\n    assert True is not False"
