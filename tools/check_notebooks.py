@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from check_site import serve  # noqa: E402
+from check_site import report, serve  # noqa: E402
 
 from fences.chapter import toc_files  # noqa: E402
 from fences.sphinx import WHEEL_DIR  # noqa: E402
@@ -73,11 +73,9 @@ def main(argv: list[str]) -> int:
                 run = subprocess.run([str(python.parent / "jupyter-execute"), "--timeout=600",
                                       str(nb)], cwd=work, capture_output=True, text=True)
                 ok = run.returncode == 0
-                failures += not ok
-                print(f"{'ok  ' if ok else 'FAIL'} {name} ({time.monotonic() - start:.0f} s)",
-                      flush=True)
-                if not ok:
-                    print("     " + "\n     ".join((run.stdout + run.stderr).splitlines()[-15:]))
+                tail = [] if ok else ((run.stdout + run.stderr).splitlines()[-15:]
+                                      or [f"exit status {run.returncode}"])
+                failures += report(f"{name} ({time.monotonic() - start:.0f} s)", tail)
     finally:
         server.shutdown()
     print(f"check-notebooks: {len(pages) - failures} ran, {failures} failed")

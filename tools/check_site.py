@@ -68,6 +68,14 @@ LAYOUT_JS = """() => {
 }"""
 
 
+def report(label: str, problems: list[str]) -> bool:
+    """Print one "ok"/"FAIL" line for a check, then its problems; True when it failed."""
+    print(f"{'ok  ' if not problems else 'FAIL'} {label}", flush=True)
+    for p in problems:
+        print(f"     - {p}")
+    return bool(problems)
+
+
 def serve(folder: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
     handler = functools.partial(_QuietHandler, directory=str(folder))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -264,10 +272,8 @@ def main(argv: list[str]) -> int:
     try:
         with sync_playwright() as pw:
             browser = launch(pw)
-            broken = self_test(browser)
-            print("ok   self-test: the checker fails a page with each defect" if not broken else
-                  "FAIL self-test\n     - " + "\n     - ".join(broken))
-            failures += bool(broken)
+            failures += report("self-test: the checker fails a page with each defect",
+                               self_test(browser))
             checks = 1
             for name in pages:
                 for device, width, mode in VIEWS:
@@ -276,25 +282,16 @@ def main(argv: list[str]) -> int:
                     problems = check_page(page, url, name, f"{device}-{mode}", mode)
                     page.close()
                     checks += 1
-                    failures += bool(problems)
-                    print(f"{'ok  ' if not problems else 'FAIL'} {name} ({width} px, {mode})")
-                    for p in problems:
-                        print(f"     - {p}")
+                    failures += report(f"{name} ({width} px, {mode})", problems)
             for query, chapter in SEARCHES.items():
                 page = browser.new_page()
                 problems = check_search(page, url, query, chapter)
                 page.close()
                 checks += 1
-                failures += bool(problems)
-                print(f"{'ok  ' if not problems else 'FAIL'} search {query!r}")
-                for p in problems:
-                    print(f"     - {p}")
+                failures += report(f"search {query!r}", problems)
             problems = check_badge_link(browser, url, [n for n in pages if n != VERIFIED])
             checks += 1
-            failures += bool(problems)
-            print(f"{'ok  ' if not problems else 'FAIL'} a badge opens its row on the Verified-on page")
-            for p in problems:
-                print(f"     - {p}")
+            failures += report("a badge opens its row on the Verified-on page", problems)
             browser.close()
     finally:
         server.shutdown()
