@@ -26,7 +26,8 @@ help:
 	@echo "                 _build/matrix-report.md (RELEASES=\"2.8.0 newest\" runs some)"
 	@echo "make matrix-report  the change report for results/ as it is, against git HEAD"
 	@echo "make mutate      change what each fence expects, one change at a time; each must fail"
-	@echo "                 (tools/mutate.py; writes results/mutation.json)"
+	@echo "                 (tools/mutate.py; writes results/mutation.json; reuses its outcomes"
+	@echo "                 for unchanged fences, MUTATE_ARGS=--fresh runs every mutant)"
 	@echo "make check-site  open every built page in headless Chromium and check it"
 	@echo "make pdf         print the built site to _build/html/tensor-fences.pdf and check it"
 	@echo "make bench       time the verify loop against its floor (benchmarks/bench.py)"
@@ -76,8 +77,10 @@ matrix-report: $(STAMP)
 
 # Every fence re-run with one expectation changed at a time; a change that passes
 # (survives) and is not justified in mutate-allowlist.yml fails. CHAPTERS=book/x.md for one.
+# Outcomes recorded in results/mutation.json are reused for fences whose code, the cells
+# before them, torch, the packages and the tool are unchanged; MUTATE_ARGS=--fresh runs all.
 mutate: $(STAMP)
-	$(BIN)/python tools/mutate.py $(CHAPTERS)
+	$(BIN)/python tools/mutate.py $(MUTATE_ARGS) $(CHAPTERS)
 
 # Debian's chromium, driven by Playwright for Python (no browser download);
 # axe-core from npm for the accessibility audit.

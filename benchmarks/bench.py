@@ -13,8 +13,8 @@ Measures on this machine and prints a table (median of N runs each):
 - test: `make test` wall time, with .venv present, the site built and the
   must-fail corpus's proof current (a developer's re-run).
 - test-clean: `make test` with no site and the corpus rerun (a clean clone).
-- mutate (``--only mutate``): `make mutate` over the whole book, every mutant of
-  every fence run; timed whatever its verdict (survivors exit 1).
+- mutate (``--only mutate``): `tools/mutate.py --fresh` over the whole book, every
+  mutant of every fence run, nothing reused; timed whatever its verdict.
 
 Then the ratios test / floor, cold / floor and warm / cold against their
 targets (1.5, 3 and 0.10).
@@ -110,9 +110,10 @@ def warm() -> float:
 
 
 def mutate() -> float:
-    """`make mutate` on the whole book; its exit status (survivors or not) is not the point."""
+    """`make mutate` on the whole book, every mutant run (``--fresh``: nothing reused from
+    the record); its exit status (survivors or not) is not the point."""
     start = time.perf_counter()
-    subprocess.run([str(PYTHON), "tools/mutate.py", "--json", os.devnull], cwd=ROOT,
+    subprocess.run([str(PYTHON), "tools/mutate.py", "--fresh", "--json", os.devnull], cwd=ROOT,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - start
 

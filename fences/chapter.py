@@ -13,6 +13,9 @@ suite and the site refuse the same mistakes:
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
 from pathlib import Path
 
@@ -81,14 +84,49 @@ def lint_problems(text: str, nb) -> list[str]:
     return lint.cell_problems(nb) + lint.text_problems(text)
 
 
+def parse_cache_dir() -> Path:
+    """Where parsed chapters are kept: ``$FENCES_PARSE_CACHE``, else the user's cache."""
+    if os.environ.get("FENCES_PARSE_CACHE"):
+        return Path(os.environ["FENCES_PARSE_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "tensor-fences" / "parsed"
+
+
+def parse(text: str):
+    """A chapter's MyST text as a notebook, as ``jupytext.reads(text, fmt="md:myst")``.
+
+    Reading MyST costs about 0.1 s a chapter, and one build reads every
+    chapter three times (lint, the book-wide id check, the record). The
+    result is kept on disk keyed by the text and the versions of jupytext
+    and nbformat, so an edit re-reads one chapter. Each call returns a fresh
+    notebook: callers may change it.
+    """
+    import jupytext
+    import nbformat
+
+    key = hashlib.sha256(f"{jupytext.__version__} {nbformat.__version__}\n{text}".encode())
+    path = parse_cache_dir() / f"{key.hexdigest()[:32]}.ipynb"
+    try:
+        return nbformat.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        pass
+    nb = jupytext.reads(text, fmt="md:myst")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(nb), encoding="utf-8")
+        os.replace(partial, path)  # atomic: parallel readers never see half a file
+    except OSError:
+        pass  # a read-only home: parse every time
+    return nb
+
+
 def read(path: Path):
     """The chapter as a notebook, after every check; raises ``ChapterError``.
 
     Returns ``(notebook, lines)`` where ``lines[i]`` is the source line of
     code cell ``i``.
     """
-    import jupytext
-
     path = Path(path)
     if not path.exists():
         raise ChapterError(f"{path}: file does not exist")
@@ -96,7 +134,7 @@ def read(path: Path):
     problems = header_problems(text)
     if problems:
         raise ChapterError(f"{path}: " + "; ".join(problems))
-    nb = jupytext.reads(text, fmt="md:myst")
+    nb = parse(text)
     problems = lint_problems(text, nb)
     if problems:
         raise ChapterError(f"{path}: " + "; ".join(problems))
@@ -129,12 +167,10 @@ def toc_files(root: Path) -> list[Path]:
 
 def book_problems(root: Path) -> list[str]:
     """Problems across the book's chapters (a fence id used twice)."""
-    import jupytext
-
     notebooks = {}
     for path in toc_files(root):
         if path.exists() and not header_problems(text := path.read_text(encoding="utf-8")):
-            notebooks[path.relative_to(root).as_posix()] = jupytext.reads(text, fmt="md:myst")
+            notebooks[path.relative_to(root).as_posix()] = parse(text)
     return lint.book_problems(notebooks)
 
 

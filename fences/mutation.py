@@ -78,13 +78,26 @@ def justified_html(data: dict) -> str:
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 
+def _reuse_text(data: dict) -> str:
+    """How much of the run was reused: fences whose code, the cells before them, torch,
+    the packages and the tool were unchanged keep the outcomes of the run that made them."""
+    fences = data.get("fences", [])
+    reused = [f for f in fences if f.get("reused")]
+    if not reused:
+        return ""
+    dates = sorted({f.get("ran", "?") for f in reused})
+    return (f"; the mutants of {len(reused)} of {len(fences)} fences were not run again, "
+            f"their code, the cells before them, torch, the packages and the tool being "
+            f"unchanged since their run on {html.escape(', '.join(dates))}")
+
+
 def section_html(folder: Path) -> str:
     """What the page shows: the run, the scores, the open and the justified survivors."""
     data = load(folder)
     if data is None:
         return "<p>Not measured yet: <code>make mutate</code> has not been run.</p>"
     run = (f"<p>Measured with {html.escape(data.get('build', data.get('torch', '?')))} on "
-           f"{html.escape(data.get('date', '?'))}.</p>")
+           f"{html.escape(data.get('date', '?'))}{_reuse_text(data)}.</p>")
     survivors = data.get("survivors", [])
     if survivors:
         listing = "".join(

@@ -183,10 +183,8 @@ def read_book(root: Path) -> tuple[list[Fence], dict[str, str]]:
     Chapters are those ``_toc.yml`` lists; one that does not exist or cannot
     be read contributes nothing here (the test suite and the build report it).
     """
-    import jupytext
-
     from . import lint
-    from .chapter import header_problems, toc_files
+    from .chapter import header_problems, parse, toc_files
 
     fences, digests = [], {}
     for path in toc_files(root) if (root / "_toc.yml").exists() else []:
@@ -195,7 +193,7 @@ def read_book(root: Path) -> tuple[list[Fence], dict[str, str]]:
         text = path.read_text(encoding="utf-8")
         if header_problems(text):
             continue
-        nb = jupytext.reads(text, fmt="md:myst")
+        nb = parse(text)
         chapter = path.relative_to(root).as_posix()
         digests[chapter] = chapter_digest([c.source for c in nb.cells if c.cell_type == "code"])
         section, code_index = "", -1

@@ -49,9 +49,7 @@ def _check_source(app, docname: str, source: list[str]) -> None:
     text = source[0]
     problems = chapters.header_problems(text)
     if not problems:
-        import jupytext
-
-        problems = chapters.lint_problems(text, jupytext.reads(text, fmt="md:myst"))
+        problems = chapters.lint_problems(text, chapters.parse(text))
     for problem in problems:
         logger.warning(f"{problem}", location=docname, type="fences", subtype="chapter")
 

@@ -27,6 +27,7 @@ import mutate  # noqa: E402
 
 CORPUS = Path(__file__).parent / "corpus"
 STRONG, WEAK = CORPUS / "mutate_strong.md", CORPUS / "mutate_weak.md"
+THREADS = CORPUS / "mutate_threads.md"
 
 
 def changes(source: str) -> set[tuple[str, str]]:
@@ -260,16 +261,18 @@ def proof_key() -> str:
     from fences import cachekey
 
     digest = hashlib.sha256(cachekey.key().encode())
-    for path in (ROOT / "tools" / "mutate.py", ROOT / "tools" / "mutants.py", STRONG, WEAK,
-                 Path(__file__)):
+    for path in (ROOT / "tools" / "mutate.py", ROOT / "tools" / "mutants.py",
+                 ROOT / "tools" / "mutate_reuse.py", STRONG, WEAK, THREADS, Path(__file__)):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()
 
 
 @pytest.fixture(scope="module")
 def runs(request, tmp_path_factory):
-    """Three runs of tools/mutate.py: the corpus with no allowlist, the weak fence with one
-    that justifies it (and holds a stale entry), and a chapter whose fence fails unmutated.
+    """Runs of tools/mutate.py: the corpus with no allowlist, the weak fence with one
+    that justifies it (and holds a stale entry), a chapter whose fence fails unmutated,
+    a chapter that starts a thread, and a chapter run three times into one record
+    (again unchanged, then with its second fence edited).
 
     Like the must-fail corpus (tests/test_corpus.py: proven), the outcome under an
     unchanged ``proof_key()`` is reused from pytest's cache; FENCES_RERUN_CORPUS=1 reruns.
@@ -292,6 +295,16 @@ def runs(request, tmp_path_factory):
     }.items():
         (tmp / name).mkdir()
         out[name] = run_tool(tmp / name, *args)
+    out["threads"] = run_tool(tmp / "threads", THREADS, "--allowlist", tmp / "empty.yml")
+    again = tmp / "again"
+    again.mkdir()
+    chapter = again / "strong.md"
+    chapter.write_text(STRONG.read_text())
+    for name in ("first", "unchanged"):
+        out[name] = run_tool(again, chapter, "--allowlist", tmp / "empty.yml")
+    chapter.write_text(STRONG.read_text().replace("assert len(rows) == 3",
+                                                  "assert len(rows) == 3  # edited"))
+    out["edited"] = run_tool(again, chapter, "--allowlist", tmp / "empty.yml")
     request.config.cache.set(entry, {"key": key, "runs": out})
     return out
 
@@ -338,6 +351,40 @@ def test_a_fence_that_fails_unmutated_is_an_error(runs):
     assert code == 1, out
     assert any("strong-view" in e and "fails" in e for e in data["errors"]), data["errors"]
     assert data["chapters"][0]["killed"] == 0  # no mutant of a failing fence counts as killed
+
+
+def test_a_chapter_with_threads_runs_its_mutants_in_its_own_process(runs):
+    code, out, data = runs["threads"]
+    assert code == 0, out
+    assert data["in_process"] == ["tests/corpus/mutate_threads.md threads-in-place"], out
+    (chapter,) = data["chapters"]
+    # each mutant ran on a copy of x: had one added 1 to the real x, the fence would fail
+    assert chapter["total"] >= 5 and chapter["killed"] == chapter["total"], out
+    assert data["errors"] == [], out
+
+
+def test_an_unchanged_fence_reuses_its_outcomes_and_an_edited_one_runs(runs):
+    _, first_out, first = runs["first"]
+    code, out, unchanged = runs["unchanged"]
+    assert code == 0 and first["reused"] == 0, first_out
+    assert unchanged["reused"] == 2 and "2 fences' outcomes reused" in out, out
+    assert unchanged["chapters"] == first["chapters"] and \
+        unchanged["operators"] == first["operators"]
+    ran = {f["fence"]: f.get("reused", False) for f in runs["edited"][2]["fences"]}
+    assert ran == {"strong-view": True, "strong-table": False}, runs["edited"][1]
+    assert runs["edited"][2]["chapters"] == first["chapters"]
+
+
+def test_the_reuse_key_names_what_decides_an_outcome():
+    import mutate_reuse
+
+    env = mutate_reuse.environment_key(mutate.deciding())
+    assert mutate_reuse.environment_key(mutate.deciding()[:-1]) != env
+    a = mutate_reuse.fence_keys(env, ["x = 1", "assert x == 1"])
+    b = mutate_reuse.fence_keys(env, ["x = 2", "assert x == 1"])
+    assert a[1] != b[1]  # a cell before the fence changed: its state may differ
+    assert mutate_reuse.fence_keys(env, ["x = 1"]) == a[:1]
+    assert set(mutate_reuse.chapter_packages()) >= {"numpy", "hypothesis", "ml_dtypes"}
 
 
 # --- the Verified-on page -------------------------------------------------------

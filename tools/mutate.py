@@ -70,7 +70,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from mutants import Mutant, fence_mutants  # noqa: E402 - tools/ is this script's folder
+import mutate_reuse  # noqa: E402 - tools/ is this script's folder
+from mutants import Mutant, fence_mutants  # noqa: E402
 
 ALLOWLIST = ROOT / "mutate-allowlist.yml"
 RESULTS = ROOT / "results" / "mutation.json"
@@ -154,6 +155,8 @@ def execute(source: str, namespace: dict, filename: str, trace: bool = False) ->
                 _lines_run(filename, ran) if trace else contextlib.nullcontext():
             exec(code, namespace)
     except BaseException as exc:  # noqa: BLE001 - a fence may raise anything; it is the result
+        if isinstance(exc, _Timeout):  # an in-process mutant out of time: its runner reports it
+            raise
         lines = str(exc).strip().splitlines()
         error = f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
         if isinstance(exc, KeyboardInterrupt):
@@ -300,6 +303,116 @@ def run_mutants(mutants: list[Mutant], namespace: dict, slots, timeout: float) -
     return results
 
 
+def threads() -> int:
+    """OS threads of this process (Linux: /proc/self/task; elsewhere Python's own count)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        import threading
+
+        return threading.active_count()
+
+
+#: Threads of the root process once torch is imported (set by ``prepare_root``). A chapter
+#: process with more has started a library's thread pool (JAX's CPU client starts 15):
+#: a child forked from it inherits the pool's locks but not its threads, and hangs or
+#: aborts on its first call into that library (seen here with jax 0.10.2).
+BASE_THREADS = 1
+
+
+def fork_safe() -> bool:
+    return threads() <= BASE_THREADS
+
+
+def _isolated(namespace: dict) -> dict:
+    """A copy of the chapter's namespace for one in-process mutant: data deep-copied (so an
+    in-place change does not reach the real fence), what cannot be copied shared."""
+    import copy
+
+    out = {}
+    for name, value in namespace.items():
+        if name.startswith("__") or callable(value) or type(value).__name__ == "module":
+            out[name] = value
+            continue
+        try:
+            out[name] = copy.deepcopy(value)
+        except Exception:  # noqa: BLE001 - an object that cannot be copied is shared
+            out[name] = value
+    return out
+
+
+@contextlib.contextmanager
+def _random_kept():
+    """torch's, NumPy's and Python's global random state as they were, after the block."""
+    import random
+
+    import numpy as np
+    import torch
+
+    saved = torch.get_rng_state(), np.random.get_state(), random.getstate()
+    try:
+        yield
+    finally:
+        torch.set_rng_state(saved[0])
+        np.random.set_state(saved[1])
+        random.setstate(saved[2])
+
+
+class _Timeout(BaseException):
+    """Raised in the main thread when an in-process mutant runs out of time."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float):
+    def expire(signum, frame):
+        raise _Timeout()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def run_mutants_here(mutants: list[Mutant], namespace: dict, slots, timeout: float
+                     ) -> dict[int, dict]:
+    """Run each mutant in this process, one at a time: where forking is not safe.
+
+    Each runs on a copy of the namespace, with the random state put back after
+    it and warning filters restored; its global state is read as in a child. A
+    mutant that changes another global setting cannot be undone here: it is
+    killed, and the fence's later mutants are errors (rerun the chapter alone).
+    """
+    import warnings
+
+    results: dict[int, dict] = {}
+    before = global_state()
+    tainted = ""
+    for mutant in mutants:
+        if tainted:
+            results[mutant.number] = {"crash": f"not run: mutant #{tainted} changed a global "
+                                      "setting in a process that cannot fork"}
+            continue
+        with slots, _random_kept(), warnings.catch_warnings():
+            try:
+                with _deadline(timeout):
+                    result = execute(mutant.source, _isolated(namespace),
+                                     f"<mutant {mutant.fence} #{mutant.number}>")
+            except _Timeout:
+                result = {"ok": False, "error": f"timed out after {timeout:.0f} s",
+                          "timeout": True}
+            result["state"] = global_state() if result["ok"] else {}
+            result.pop("stdout", None)
+        if global_state() != before:
+            tainted = str(mutant.number)
+            result = {"ok": False, "error": "global state differs: the mutant changed a "
+                      "global setting and did not restore it"}
+        results[mutant.number] = result
+    return results
+
+
 def classify(mutant: Mutant, result: dict, original: dict, state_after: dict) -> None:
     """Set the mutant's outcome from its run and the real fence's run."""
     from fences import SKIP_MARKER
@@ -329,8 +442,12 @@ def classify(mutant: Mutant, result: dict, original: dict, state_after: dict) ->
 
 
 def run_chapter(path: Path, slots, timeout: float, fences_wanted: set[str] | None = None,
-                root: Path = ROOT) -> dict:
+                root: Path = ROOT, environment: str = "", previous: dict | None = None) -> dict:
     """Execute a chapter cell by cell, forking each fence's mutants just before it runs.
+
+    With an ``environment`` key, a fence whose key (``mutate_reuse.fence_key``)
+    matches its entry in ``previous`` takes its recorded outcomes instead of
+    running its mutants, and execution stops after the last fence that runs.
 
     Returns the chapter's record: its mutants (with outcomes), fences, and
     cells that failed.
@@ -338,17 +455,39 @@ def run_chapter(path: Path, slots, timeout: float, fences_wanted: set[str] | Non
     name, cells = read_chapter(path, root)
     os.chdir(Path(path).resolve().parent)
     namespace = {"__name__": "__main__"}
-    record = {"chapter": name, "fences": [], "mutants": [], "errors": []}
-    for cell in cells:
-        mutants = []
-        wanted = cell.fence and (fences_wanted is None or cell.fence in fences_wanted)
-        if wanted:
-            mutants = fence_mutants(cell.source, name, cell.fence, cell.line)
-            if not parses(cell.source):
-                record["errors"].append(f"{name}:{cell.line} fence {cell.fence} is not plain "
-                                        "Python (a magic?): it cannot be mutated")
+    record = {"chapter": name, "fences": [], "mutants": [], "errors": [], "in_process": [],
+              "reused": 0}
+    today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    keys = mutate_reuse.fence_keys(environment, [c.source for c in cells])
+    made, reuse = {}, {}
+    for cell, key in zip(cells, keys):
+        if cell.fence and (fences_wanted is None or cell.fence in fences_wanted):
+            made[cell.index] = fence_mutants(cell.source, name, cell.fence, cell.line)
+            entry = (previous or {}).get((name, cell.fence))
+            if environment and mutate_reuse.reusable(entry, key, made[cell.index]):
+                reuse[cell.index] = entry
+    last = max((i for i in made if i not in reuse), default=-1)
+    for cell, key in zip(cells, keys):
+        wanted = cell.index in made
+        if cell.index in reuse:
+            entry, mutants = reuse[cell.index], made[cell.index]
+            mutate_reuse.apply(entry, mutants)
+            record["mutants"].extend(m.record() for m in mutants)
+            record["fences"].append({**entry, "reused": True})
+            record["reused"] += 1
+            if cell.index > last:
+                continue
+        if cell.index > last:
+            continue   # no mutant runs after the last fence that is not reused
+        mutants = made.get(cell.index, []) if cell.index not in reuse else []
+        if wanted and not parses(cell.source):
+            record["errors"].append(f"{name}:{cell.line} fence {cell.fence} is not plain "
+                                    "Python (a magic?): it cannot be mutated")
         started = time.perf_counter()
-        results = run_mutants(mutants, namespace, slots, timeout) if mutants else {}
+        runner = run_mutants if fork_safe() else run_mutants_here
+        if mutants and runner is run_mutants_here:
+            record["in_process"].append(cell.fence)
+        results = runner(mutants, namespace, slots, timeout) if mutants else {}
         mutant_seconds = time.perf_counter() - started
         with slots:
             # tracing costs up to 7x on a Python-heavy fence: only when a mutant passed
@@ -359,15 +498,27 @@ def run_chapter(path: Path, slots, timeout: float, fences_wanted: set[str] | Non
         for mutant in mutants:
             classify(mutant, results.get(mutant.number, {"crash": "no result"}), original, state_after)
             record["mutants"].append(mutant.record())
-        if wanted:
-            record["fences"].append({"fence": cell.fence, "line": cell.line, "has_id": cell.has_id,
-                                     "mutants": len(mutants), "seconds": round(original["seconds"], 3),
-                                     "mutant_seconds": round(mutant_seconds, 3)})
+        if wanted and cell.index not in reuse:
+            fence = {"fence": cell.fence, "chapter": name, "line": cell.line,
+                     "has_id": cell.has_id, "mutants": len(mutants),
+                     "seconds": round(original["seconds"], 3),
+                     "mutant_seconds": round(mutant_seconds, 3), "ran": today}
+            if original["ok"] and all(m.outcome != "error" for m in mutants):
+                # only a clean run is reused: an error is looked at again next time
+                fence["key"] = key
+                fence["outcomes"] = mutate_reuse.outcomes([m.record() for m in mutants])
+            record["fences"].append(fence)
         if not original["ok"]:
             record["errors"].append(f"{name}:{cell.line} cell {cell.index}"
                                     f"{' (fence ' + cell.fence + ')' if cell.fence else ''} "
                                     f"fails: {original['error']}")
     return record
+
+
+#: The functions whose code decides a mutant's outcome: part of every fence's reuse key.
+def deciding() -> list:
+    return [execute, _lines_run, run_mutants, run_mutants_here, _isolated, _random_kept,
+            classify, run_chapter, prepare_root, fork_safe, global_state]
 
 
 def parses(source: str) -> bool:
@@ -400,9 +551,13 @@ def prepare_root() -> None:
     settings.load_profile("tensor-fences-mutate")
     import fences  # noqa: F401
 
+    global BASE_THREADS
+    BASE_THREADS = threads()
+
 
 def run_book(paths: list[Path], jobs: int, timeout: float, fences_wanted=None,
-             root: Path = ROOT, progress=print) -> list[dict]:
+             root: Path = ROOT, progress=print, environment: str = "",
+             previous: dict | None = None) -> list[dict]:
     """Every chapter in its own forked process, at most ``jobs`` busy processes in all."""
     import multiprocessing
 
@@ -411,7 +566,8 @@ def run_book(paths: list[Path], jobs: int, timeout: float, fences_wanted=None,
     records = {}
 
     def chapter_work(path):
-        return lambda: run_chapter(path, slots, timeout, fences_wanted, root)
+        return lambda: run_chapter(path, slots, timeout, fences_wanted, root, environment,
+                                   previous)
 
     children = [Child(chapter_work(p), None, tag=p, quiet=True) for p in paths]
 
@@ -422,9 +578,13 @@ def run_book(paths: list[Path], jobs: int, timeout: float, fences_wanted=None,
                    "errors": [f"{child.tag}: the chapter's process crashed: {rec['crash']}"]}
         records[child.tag] = rec
         c = tally(rec)
+        reused = rec.get("reused", 0)
         progress(f"mutate: {rec['chapter']}: {c['killed']} of {c['total']} mutants killed, "
                  f"{c['survived']} survived, {c['not_executed'] + c['not_reached']} did not run"
-                 + (f", {len(rec['errors'])} error(s)" if rec["errors"] else ""))
+                 + (f", {len(rec['errors'])} error(s)" if rec["errors"] else "")
+                 + (f"; {reused} of {c['fences']} fences reused" if reused else "")
+                 + (f"; {len(rec.get('in_process', []))} fence(s) run in-process (the chapter "
+                    "started threads)" if rec.get("in_process") else ""))
 
     gather(children, done)
     return [records[p] for p in paths]
@@ -558,6 +718,9 @@ def summary(records: list[dict], verdict: dict, seconds: float, jobs: int) -> di
         "seconds": round(seconds, 1),
         "jobs": jobs,
         "chapters": [{"chapter": rec["chapter"], **tally(rec)} for rec in records],
+        # fences whose outcomes were taken from the last run (same key), not run again
+        "reused": sum(rec.get("reused", 0) for rec in records),
+        "in_process": [f"{rec['chapter']} {f}" for rec in records for f in rec.get("in_process", [])],
         "fences": [{"chapter": rec["chapter"], **f} for rec in records for f in rec["fences"]],
         "operators": by_operator(records),
         "justified": [{**{k: m[k] for k in keep}, "reason": m["reason"]}
@@ -634,7 +797,15 @@ def report(data: dict, verdict: dict, out=print) -> None:
         out(f"\nnote: {len(data['fences_without_id'])} fence(s) have no fence-id; they are named "
             "<chapter>-cell-<index> here, which is not stable for the allowlist")
     mutants = sum(c["total"] + c["not_executed"] + c["not_reached"] for c in data["chapters"])
-    out(f"\nmutate: {mutants} mutants of {sum(c['fences'] for c in data['chapters'])} fences "
+    if data.get("in_process"):
+        out(f"\nnote: {len(data['in_process'])} fence(s) ran their mutants in the chapter's own "
+            "process, one at a time: the chapter had started a library's threads (JAX), and a "
+            "process forked after that hangs on its first call into it")
+    fences_run = sum(c['fences'] for c in data['chapters'])
+    reused = (f" ({data['reused']} fences' outcomes reused from the last run: their code, the "
+              "cells before them, torch, the packages and the tool are unchanged; --fresh runs "
+              "them)" if data.get("reused") else "")
+    out(f"\nmutate: {mutants} mutants of {fences_run} fences{reused} "
         f"in {data['seconds']} s on {data['jobs']} job(s)"
         + (f" ({data['cpu_seconds']} s of CPU)" if "cpu_seconds" in data else ""))
 
@@ -651,6 +822,9 @@ def main(argv: list[str]) -> int:
                         "when the whole book runs)")
     parser.add_argument("--fence", action="append", help="mutate only this fence id (repeatable)")
     parser.add_argument("--list", action="store_true", help="list the mutants; run nothing")
+    parser.add_argument("--fresh", action="store_true",
+                        help="run every mutant; do not reuse outcomes recorded in "
+                        f"{RESULTS.relative_to(ROOT)} for fences whose key is unchanged")
     args = parser.parse_args(argv)
 
     from fences.chapter import header_problems, toc_files
@@ -675,13 +849,17 @@ def main(argv: list[str]) -> int:
         return 0
     start = time.perf_counter()
     print(f"mutate: {len(paths)} chapter(s) on {args.jobs} job(s)", flush=True)
-    records = run_book(paths, args.jobs, args.timeout, wanted)
+    environment = mutate_reuse.environment_key(deciding())
+    # the record read is the one this run writes: results/mutation.json, or --json's file
+    target = args.json or (RESULTS if whole_book else None)
+    previous = {} if args.fresh else mutate_reuse.stored(target or RESULTS)
+    records = run_book(paths, args.jobs, args.timeout, wanted, environment=environment,
+                       previous=previous)
     verdict = judge(records, allowlist, whole_book)
     data = summary(records, verdict, time.perf_counter() - start, args.jobs)
     used = resource.getrusage(resource.RUSAGE_CHILDREN)  # every chapter and mutant process
     data["cpu_seconds"] = round(used.ru_utime + used.ru_stime, 1)
     report(data, verdict)
-    target = args.json or (RESULTS if whole_book else None)
     if target:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
