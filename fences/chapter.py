@@ -96,28 +96,35 @@ def parse(text: str):
     """A chapter's MyST text as a notebook, as ``jupytext.reads(text, fmt="md:myst")``.
 
     Reading MyST costs about 0.1 s a chapter, and one build reads every
-    chapter three times (lint, the book-wide id check, the record). The
-    result is kept on disk keyed by the text and the versions of jupytext
-    and nbformat, so an edit re-reads one chapter. Each call returns a fresh
-    notebook: callers may change it.
+    chapter three times (lint, the book-wide id check, the record): kept on
+    disk (``cached_notebook``), so an edit re-reads one chapter.
     """
     import jupytext
+
+    return cached_notebook(f"jupytext {jupytext.__version__}", text,
+                           lambda: jupytext.reads(text, fmt="md:myst"))
+
+
+def cached_notebook(reader: str, text: str, read):
+    """``read()``, a notebook made from ``text``, kept on disk keyed by the text, the
+    ``reader`` (its name and version) and nbformat's version. Each call returns a fresh
+    notebook: callers may change it."""
     import nbformat
 
-    key = hashlib.sha256(f"{jupytext.__version__} {nbformat.__version__}\n{text}".encode())
+    key = hashlib.sha256(f"{reader} nbformat {nbformat.__version__}\n{text}".encode())
     path = parse_cache_dir() / f"{key.hexdigest()[:32]}.ipynb"
     try:
         return nbformat.from_dict(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError):
         pass
-    nb = jupytext.reads(text, fmt="md:myst")
+    nb = read()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(f".{os.getpid()}.tmp")
         partial.write_text(json.dumps(nb), encoding="utf-8")
         os.replace(partial, path)  # atomic: parallel readers never see half a file
     except OSError:
-        pass  # a read-only home: parse every time
+        pass  # a read-only home: read every time
     return nb
 
 

@@ -99,14 +99,12 @@ def read_chapter(path: Path, root: Path = ROOT) -> tuple[str, list[Cell]]:
     Does not lint: a fence without a ``fence-id`` gets the stand-in
     ``<chapter>-cell-<index>`` so that old chapters can be measured too.
     """
-    import jupytext
-
     from fences import lint
-    from fences.chapter import code_cell_lines
+    from fences.chapter import code_cell_lines, parse
 
     path = Path(path).resolve()
     text = path.read_text(encoding="utf-8")
-    nb = jupytext.reads(text, fmt="md:myst")
+    nb = parse(text)
     md = text.splitlines()
     directives = code_cell_lines(text)
     try:
@@ -313,9 +311,9 @@ def threads() -> int:
         return threading.active_count()
 
 
-#: Threads of the root process once torch is imported (set by ``prepare_root``). A chapter
-#: process with more has started a library's thread pool (JAX's CPU client starts 15):
-#: a child forked from it inherits the pool's locks but not its threads, and hangs or
+#: Threads of a chapter's process when it starts (set by ``run_chapter``: a forked process
+#: has one). One with more has started a thread pool (JAX's CPU client starts 15): a
+#: child forked from it inherits the pool's locks but not its threads, and hangs or
 #: aborts on its first call into that library (seen here with jax 0.10.2).
 BASE_THREADS = 1
 
@@ -452,6 +450,8 @@ def run_chapter(path: Path, slots, timeout: float, fences_wanted: set[str] | Non
     Returns the chapter's record: its mutants (with outcomes), fences, and
     cells that failed.
     """
+    global BASE_THREADS
+    BASE_THREADS = threads()
     name, cells = read_chapter(path, root)
     os.chdir(Path(path).resolve().parent)
     namespace = {"__name__": "__main__"}
@@ -551,8 +551,6 @@ def prepare_root() -> None:
     settings.load_profile("tensor-fences-mutate")
     import fences  # noqa: F401
 
-    global BASE_THREADS
-    BASE_THREADS = threads()
 
 
 def run_book(paths: list[Path], jobs: int, timeout: float, fences_wanted=None,

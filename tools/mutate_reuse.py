@@ -32,13 +32,18 @@ ROOT = Path(__file__).resolve().parents[1]
 FORMAT = 1
 
 
+#: In the ``book`` extra but deciding no fence's outcome: the kernel (mutants run with
+#: ``exec``) and the plotting library (figures are not fences).
+NOT_DECIDING = {"torch", "ipykernel", "matplotlib"}
+
+
 def chapter_packages(root: Path = ROOT) -> list[str]:
-    """The distributions a chapter imports: pyproject.toml's ``book`` extra, torch aside
-    (hashed by its build file instead)."""
+    """The distributions whose behaviour a fence's outcome depends on: pyproject.toml's
+    ``book`` extra, less ``NOT_DECIDING`` (torch is hashed by its build file instead)."""
     project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     names = (re.split(r"[<>=!~\[ ;]", req.strip(), maxsplit=1)[0]
              for req in project["optional-dependencies"]["book"])
-    return sorted(n for n in names if n and n != "torch")
+    return sorted(n for n in names if n and n not in NOT_DECIDING)
 
 
 def _version(name: str) -> str:

@@ -21,9 +21,19 @@ __all__ = ["read_notebook", "executed_notebook", "cache_path_of", "exec_data", "
 
 
 def read_notebook(path: Path, text: str | None = None):
-    """The chapter as myst-nb's reader makes it (the cache key the build looks up)."""
+    """The chapter as myst-nb's reader makes it (the cache key the build looks up).
+
+    Kept on disk per text and path (``fences.chapter.cached_notebook``): reading
+    every chapter to find the uncached ones cost preexecute about a second.
+    """
+    from importlib.metadata import version
+
+    from ..chapter import cached_notebook
+
     text = Path(path).read_text(encoding="utf-8") if text is None else text
-    return read_myst_markdown_notebook(text, MdParserConfig(), add_source_map=True, path=path)
+    reader = f"myst-nb {version('myst-nb')} myst-parser {version('myst-parser')} {path}"
+    return cached_notebook(reader, text, lambda: read_myst_markdown_notebook(
+        text, MdParserConfig(), add_source_map=True, path=path))
 
 
 def executed_notebook(outdir: str | Path, pagename: str) -> Path:
