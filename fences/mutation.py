@@ -109,5 +109,16 @@ def section_html(folder: Path) -> str:
                      f"justification:</p><ul>{listing}</ul>")
     else:
         open_part = "<p>Every change that survived is justified below.</p>"
-    return run + score_html(data) + open_part + "<h3>Justified survivors</h3>" + \
-        justified_html(data)
+    unmeasured = data.get("unmeasured", [])
+    if unmeasured:
+        exercises = sum("-ex-" in f for f in unmeasured)
+        open_part += (f"<p>{len(unmeasured)} fences hold nothing the operators change (no "
+                      "literal number, dtype, comparison or raise check) and are not scored"
+                      + (f"; {exercises} of them prove an exercise's check, which is a "
+                         "mutation test of its own: the check must refuse each wrong answer"
+                         if exercises else "") + ".</p>")
+    justified = data.get("justified", [])
+    return (run + score_html(data) + open_part + "<h3>Justified survivors</h3>"
+            + (f"<details><summary>{len(justified)} changes that cannot change the outcome, "
+               f"each with its reason</summary>{justified_html(data)}</details>"
+               if justified else justified_html(data)))

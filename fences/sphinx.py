@@ -308,11 +308,15 @@ def _skip(self, node):
 class RecordDirective(SphinxDirective):
     """``{record} part``: one part of the Verified-on page, from the record.
 
-    Parts: provenance, summary, never-run, changes, other-values, grid.
+    Parts: provenance, summary, never-run, changes, other-values, grid, and
+    mutation (``make mutate``'s scores, from ``results/mutation.json``: a
+    directive, not a code cell, so a new file re-renders the page without
+    re-executing it, like the rest of the record).
     """
 
     required_arguments = 1
-    PARTS = ("provenance", "summary", "never-run", "changes", "other-values", "grid")
+    PARTS = ("provenance", "summary", "never-run", "changes", "other-values", "grid",
+             "mutation")
 
     def run(self):
         part = self.arguments[0]
@@ -336,6 +340,11 @@ class RecordDirective(SphinxDirective):
             text = verified.changes_html(records.changes(rec.runs, rec.current), rec.current, url)
         elif part == "other-values":
             text = verified.other_values_html(records.changes(rec.runs, rec.current), rec.current, url)
+        elif part == "mutation":
+            from . import mutation
+
+            app = self.env.app
+            text = mutation.section_html(Path(app.srcdir) / app.config.fences_results)
         else:
             node = unsearched_html()
             node["html"] = verified.grid_html(rec.runs, rec.current, url)
