@@ -10,6 +10,10 @@ Measures on this machine and prints a table (median of N runs each):
 - cold build: `make book` after removing _build.
 - warm build: `make book` again with nothing changed.
 - edit: `make book` after one code cell of one chapter changed.
+- prose (``--only prose``): `make book` after one Markdown paragraph changed:
+  Sphinx alone, nothing executed.
+- kernel (``--only kernel``): a fresh Jupyter kernel importing what a chapter
+  imports, then shut down: what re-executing any edited chapter costs at least.
 - test: `make test` wall time, with .venv present, the site built and the
   must-fail corpus's proof current (a developer's re-run).
 - test-clean: `make test` with no site and the corpus rerun (a clean clone).
@@ -103,6 +107,35 @@ def edit() -> float:
         EDITED.write_text(original)
 
 
+def prose() -> float:
+    """`make book` after editing one Markdown paragraph: nothing to execute, only Sphinx."""
+    if not (ROOT / "_build" / "html" / "index.html").exists():
+        timed(["make", "book"])
+    original = EDITED.read_text()
+    title = next(line for line in original.splitlines() if line.startswith("# "))
+    try:
+        EDITED.write_text(original.replace(title, f"{title}\n\nBench edit {time.time()}.", 1))
+        return timed(["make", "book"])
+    finally:
+        EDITED.write_text(original)
+
+
+KERNEL = r"""
+import nbformat
+from nbclient import NotebookClient
+nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+    "import torch, numpy, hypothesis, matplotlib.pyplot\nimport fences")])
+nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+"""
+
+
+def kernel() -> float:
+    """A fresh kernel that imports what a chapter imports, then shuts down: the least an
+    edited chapter's re-execution costs (the site runs each chapter in a fresh kernel)."""
+    return timed([str(PYTHON), "-c", KERNEL])
+
+
 def warm() -> float:
     if not (ROOT / "_build" / "html" / "index.html").exists():
         timed(["make", "book"])
@@ -120,7 +153,7 @@ def mutate() -> float:
 
 # In this order: cold and warm leave a built site behind, which `test` reads.
 MEASURES = {"floor": floor, "cold": cold, "warm": warm, "edit": edit, "test": test,
-            "test-clean": test_clean, "mutate": mutate}
+            "test-clean": test_clean, "mutate": mutate, "prose": prose, "kernel": kernel}
 
 
 def machine() -> str:
