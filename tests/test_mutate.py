@@ -27,7 +27,7 @@ import mutate  # noqa: E402
 
 CORPUS = Path(__file__).parent / "corpus"
 STRONG, WEAK = CORPUS / "mutate_strong.md", CORPUS / "mutate_weak.md"
-THREADS = CORPUS / "mutate_threads.md"
+JAX = CORPUS / "mutate_jax.md"
 
 
 def changes(source: str) -> set[tuple[str, str]]:
@@ -262,7 +262,7 @@ def proof_key() -> str:
 
     digest = hashlib.sha256(cachekey.key().encode())
     for path in (ROOT / "tools" / "mutate.py", ROOT / "tools" / "mutants.py",
-                 ROOT / "tools" / "mutate_reuse.py", STRONG, WEAK, THREADS, Path(__file__)):
+                 ROOT / "tools" / "mutate_reuse.py", STRONG, WEAK, JAX, Path(__file__)):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()
 
@@ -271,7 +271,7 @@ def proof_key() -> str:
 def runs(request, tmp_path_factory):
     """Runs of tools/mutate.py: the corpus with no allowlist, the weak fence with one
     that justifies it (and holds a stale entry), a chapter whose fence fails unmutated,
-    a chapter that starts a thread, and a chapter run three times into one record
+    a chapter that uses JAX, and a chapter run three times into one record
     (again unchanged, then with its second fence edited).
 
     Like the must-fail corpus (tests/test_corpus.py: proven), the outcome under an
@@ -295,7 +295,8 @@ def runs(request, tmp_path_factory):
     }.items():
         (tmp / name).mkdir()
         out[name] = run_tool(tmp / name, *args)
-    out["threads"] = run_tool(tmp / "threads", THREADS, "--allowlist", tmp / "empty.yml")
+    (tmp / "jax").mkdir()
+    out["jax"] = run_tool(tmp / "jax", JAX, "--allowlist", tmp / "empty.yml", "--timeout", "30")
     again = tmp / "again"
     again.mkdir()
     chapter = again / "strong.md"
@@ -353,14 +354,15 @@ def test_a_fence_that_fails_unmutated_is_an_error(runs):
     assert data["chapters"][0]["killed"] == 0  # no mutant of a failing fence counts as killed
 
 
-def test_a_chapter_with_threads_runs_its_mutants_in_its_own_process(runs):
-    code, out, data = runs["threads"]
+def test_a_chapter_using_jax_runs_its_mutants_in_its_own_process(runs):
+    code, out, data = runs["jax"]
     assert code == 0, out
-    assert data["in_process"] == ["tests/corpus/mutate_threads.md threads-in-place"], out
+    assert data["in_process"] == ["tests/corpus/mutate_jax.md jax-in-place"], out
     (chapter,) = data["chapters"]
-    # each mutant ran on a copy of x: had one added 1 to the real x, the fence would fail
+    # each mutant ran on a copy of x and y (y still a view of the copy of x): had one
+    # added 1 to the real x, the fence would fail; none hung (a fork would have)
     assert chapter["total"] >= 5 and chapter["killed"] == chapter["total"], out
-    assert data["errors"] == [], out
+    assert data["errors"] == [] and data["timeouts"] == [], out
 
 
 def test_an_unchanged_fence_reuses_its_outcomes_and_an_edited_one_runs(runs):

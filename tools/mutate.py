@@ -301,25 +301,16 @@ def run_mutants(mutants: list[Mutant], namespace: dict, slots, timeout: float) -
     return results
 
 
-def threads() -> int:
-    """OS threads of this process (Linux: /proc/self/task; elsewhere Python's own count)."""
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        import threading
-
-        return threading.active_count()
-
-
-#: Threads of a chapter's process when it starts (set by ``run_chapter``: a forked process
-#: has one). One with more has started a thread pool (JAX's CPU client starts 15): a
-#: child forked from it inherits the pool's locks but not its threads, and hangs or
-#: aborts on its first call into that library (seen here with jax 0.10.2).
-BASE_THREADS = 1
+#: Libraries whose thread pools do not survive a fork: once one is imported in a chapter,
+#: a child forked from the chapter's process inherits the pool's locks but not its
+#: threads, and hangs (or aborts) on its first call into the library. Seen here with
+#: jax 0.10.2: its CPU client starts 15 threads on first use. (torch's own threads,
+#: with one intra-op thread, fork safely: every other chapter forks.)
+FORK_UNSAFE = ("jax",)
 
 
 def fork_safe() -> bool:
-    return threads() <= BASE_THREADS
+    return not any(name in sys.modules for name in FORK_UNSAFE)
 
 
 def _isolated(namespace: dict) -> dict:
@@ -327,13 +318,13 @@ def _isolated(namespace: dict) -> dict:
     in-place change does not reach the real fence), what cannot be copied shared."""
     import copy
 
-    out = {}
+    out, memo = {}, {}   # one memo: two names for one object stay one object
     for name, value in namespace.items():
         if name.startswith("__") or callable(value) or type(value).__name__ == "module":
             out[name] = value
             continue
         try:
-            out[name] = copy.deepcopy(value)
+            out[name] = copy.deepcopy(value, memo)
         except Exception:  # noqa: BLE001 - an object that cannot be copied is shared
             out[name] = value
     return out
@@ -450,8 +441,6 @@ def run_chapter(path: Path, slots, timeout: float, fences_wanted: set[str] | Non
     Returns the chapter's record: its mutants (with outcomes), fences, and
     cells that failed.
     """
-    global BASE_THREADS
-    BASE_THREADS = threads()
     name, cells = read_chapter(path, root)
     os.chdir(Path(path).resolve().parent)
     namespace = {"__name__": "__main__"}
@@ -582,7 +571,7 @@ def run_book(paths: list[Path], jobs: int, timeout: float, fences_wanted=None,
                  + (f", {len(rec['errors'])} error(s)" if rec["errors"] else "")
                  + (f"; {reused} of {c['fences']} fences reused" if reused else "")
                  + (f"; {len(rec.get('in_process', []))} fence(s) run in-process (the chapter "
-                    "started threads)" if rec.get("in_process") else ""))
+                    f"imported {', '.join(FORK_UNSAFE)})" if rec.get("in_process") else ""))
 
     gather(children, done)
     return [records[p] for p in paths]
@@ -797,8 +786,9 @@ def report(data: dict, verdict: dict, out=print) -> None:
     mutants = sum(c["total"] + c["not_executed"] + c["not_reached"] for c in data["chapters"])
     if data.get("in_process"):
         out(f"\nnote: {len(data['in_process'])} fence(s) ran their mutants in the chapter's own "
-            "process, one at a time: the chapter had started a library's threads (JAX), and a "
-            "process forked after that hangs on its first call into it")
+            "process, one at a time, on a copy of its data: the chapter had imported a library "
+            "whose threads do not survive a fork (JAX); a forked child hangs on its first call "
+            "into it")
     fences_run = sum(c['fences'] for c in data['chapters'])
     reused = (f" ({data['reused']} fences' outcomes reused from the last run: their code, the "
               "cells before them, torch, the packages and the tool are unchanged; --fresh runs "
