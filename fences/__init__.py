@@ -82,6 +82,7 @@ def raises(expected: type[BaseException] | tuple, match: str):
     try:
         yield caught
     except expected as exc:  # noqa: B030 - a tuple of types is allowed
+        _named_exactly(exc, expected, names)
         text = str(exc)
         if not re.search(match, text):
             raise AssertionError(
@@ -92,6 +93,19 @@ def raises(expected: type[BaseException] | tuple, match: str):
         print(f"raised {type(exc).__name__}: {_first_line(text)}")
     else:
         raise AssertionError(f"expected {names} matching {match!r}, nothing was raised")
+
+
+def _named_exactly(exc: BaseException, expected, names: str) -> None:
+    """A standard exception class the check did not name fails it, even as a subclass of
+    one it did: ``raises(RuntimeError, ...)`` would otherwise pass on a
+    ``NotImplementedError``, and the book would name the wrong class. A library's own
+    subclass (``torch.OutOfMemoryError`` of ``RuntimeError``) still counts."""
+    classes = expected if isinstance(expected, tuple) else (expected,)
+    kind = type(exc)
+    if kind not in classes and kind.__module__ == "builtins":
+        raise AssertionError(
+            f"{kind.__name__} was raised, a subclass of {names}: name {kind.__name__} "
+            f"itself (the check would pass on any {names})") from exc
 
 
 @contextmanager

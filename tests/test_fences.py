@@ -49,6 +49,22 @@ def test_raises_accepts_a_tuple_of_types():
             pass
 
 
+def test_raises_refuses_a_standard_subclass_it_does_not_name():
+    with pytest.raises(AssertionError, match="NotImplementedError was raised, a subclass of "
+                                             "RuntimeError: name NotImplementedError itself"):
+        with fences.raises(RuntimeError, "x"):
+            raise NotImplementedError("x")
+    with fences.raises((RuntimeError, NotImplementedError), "x"):
+        raise NotImplementedError("x")
+
+
+def test_raises_accepts_a_library_subclass():
+    import torch
+
+    with fences.raises(RuntimeError, "x"):
+        raise torch.OutOfMemoryError("x")
+
+
 def test_raises_shortens_a_long_message(capsys):
     with fences.raises(ValueError, "a"):
         raise ValueError("a" * 1000)
