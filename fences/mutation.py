@@ -61,9 +61,9 @@ def _row(name: str, c: dict, bold: bool = False) -> str:
     return f"<tr{style}>{html_cells}</tr>"
 
 
-def justified_html(data: dict) -> str:
-    """The justified survivors: where, the change, and why it cannot change the outcome."""
-    items = data.get("justified", [])
+def justified_html(data: dict, kind: str = "equivalent") -> str:
+    """The justified survivors of one kind: where, the change, and why."""
+    items = [m for m in data.get("justified", []) if m.get("kind", "equivalent") == kind]
     if not items:
         return "<p>No survivor needed a justification.</p>"
     rows = []
@@ -73,7 +73,8 @@ def justified_html(data: dict) -> str:
         rows.append(f"<tr><td>{html.escape(Path(m['chapter']).stem)}<br>"
                     f"<small>{html.escape(m['fence'])}, line {m['line']}</small></td>"
                     f"<td>{change}</td><td>{html.escape(m['reason'])}</td></tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("fence", "change", "why it cannot fail"))
+    why = "why it cannot fail" if kind == "equivalent" else "where it fails"
+    head = "".join(f"<th>{h}</th>" for h in ("fence", "change", why))
     return (f'<table class="tf-matrix tf-mutation"><thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table>")
 
@@ -118,7 +119,16 @@ def section_html(folder: Path) -> str:
                          "mutation test of its own: the check must refuse each wrong answer"
                          if exercises else "") + ".</p>")
     justified = data.get("justified", [])
-    return (run + score_html(data) + open_part + "<h3>Justified survivors</h3>"
-            + (f"<details><summary>{len(justified)} changes that cannot change the outcome, "
-               f"each with its reason</summary>{justified_html(data)}</details>"
-               if justified else justified_html(data)))
+    equivalent = [m for m in justified if m.get("kind", "equivalent") == "equivalent"]
+    elsewhere = len(justified) - len(equivalent)
+    out = run + score_html(data) + open_part + "<h3>Justified survivors</h3>"
+    if not justified:
+        return out + justified_html(data)
+    out += (f"<details><summary>{len(equivalent)} changes that cannot change the outcome on "
+            f"any release, each with its reason</summary>{justified_html(data)}</details>")
+    if elsewhere:
+        out += (f"<details><summary>{elsewhere} changes that survive on this release only: "
+                "killed on another release, where torch raises another class (the fence "
+                "accepts each release's class and records which)</summary>"
+                f"{justified_html(data, 'release')}</details>")
+    return out

@@ -408,3 +408,27 @@ def test_the_page_renders_scores_and_justified_survivors(tmp_path):
     assert "<td>views</td>" in page and "9 / 10 (90%)" in page and "<td>3</td>" in page
     assert "assert n &gt; 50" in page and "n is in the hundreds" in page
     assert record.load(tmp_path) == []  # the scores are not a release's results
+
+
+def test_release_kind_survivors_are_shown_apart(tmp_path):
+    from fences import mutation
+
+    data = {"build": "torch", "date": "2026-12-01", "chapters": [], "survivors": [],
+            "justified": [
+                {"chapter": "book/a.md", "fence": "a-x", "line": 1, "operator": "raises-class",
+                 "original": "RuntimeError", "mutated": "ValueError", "kind": "release",
+                 "reason": "fails on 2.8.0"},
+                {"chapter": "book/a.md", "fence": "a-y", "line": 2, "operator": "compare",
+                 "original": "n >= 50", "mutated": "n > 50", "reason": "n is 130"}]}
+    (tmp_path / mutation.RESULTS_NAME).write_text(json.dumps(data))
+    page = mutation.section_html(tmp_path)
+    assert "1 changes that cannot change the outcome on any release" in page
+    assert "1 changes that survive on this release only" in page
+    assert page.index("n is 130") < page.index("fails on 2.8.0")
+
+
+def test_an_unknown_allowlist_kind_is_refused(tmp_path):
+    bad = tmp_path / "allow.yml"
+    bad.write_text("- fence: f\n  operator: compare\n  kind: maybe\n  reason: r\n")
+    with pytest.raises(ValueError, match="kind 'maybe'"):
+        mutate.load_allowlist(bad)

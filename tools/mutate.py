@@ -605,7 +605,7 @@ def load_allowlist(path: Path) -> list[dict]:
         raise ValueError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(entries, list):
         raise ValueError(f"{path}: expected a YAML list of entries")
-    allowed = {"fence", "reason", "mutated", "original", "operator"}
+    allowed = {"fence", "reason", "mutated", "original", "operator", "kind"}
     for n, entry in enumerate(entries, 1):
         where = f"{path.name} entry {n}"
         if not isinstance(entry, dict):
@@ -617,7 +617,16 @@ def load_allowlist(path: Path) -> list[dict]:
             raise ValueError(f"{where}: needs `fence` and a `reason`")
         if "mutated" not in entry and "operator" not in entry:
             raise ValueError(f"{where}: needs `mutated` (the mutated line) or `operator`")
+        if entry.setdefault("kind", "equivalent") not in KINDS:
+            raise ValueError(f"{where}: kind {entry['kind']!r}; one of {', '.join(KINDS)}")
     return entries
+
+
+#: Why a survivor is justified. ``equivalent``: it cannot change the outcome on any
+#: release the book is verified on. ``release``: it survives on this release only and
+#: is killed on another, where torch behaves differently (a raise check accepting the
+#: class each release raises, which the fence records): not equivalent, and shown apart.
+KINDS = ("equivalent", "release")
 
 
 def matches(entry: dict, mutant: dict) -> bool:
@@ -648,6 +657,7 @@ def judge(records: list[dict], allowlist: list[dict], whole_book: bool = False) 
         for i, entry in enumerate(allowlist):
             if matches(entry, m):
                 m["outcome"], m["reason"], used[i] = "justified", str(entry["reason"]).strip(), True
+                m["kind"] = entry.get("kind", "equivalent")
                 break
         else:
             survivors.append(m)
@@ -710,7 +720,7 @@ def summary(records: list[dict], verdict: dict, seconds: float, jobs: int) -> di
         "in_process": [f"{rec['chapter']} {f}" for rec in records for f in rec.get("in_process", [])],
         "fences": [{"chapter": rec["chapter"], **f} for rec in records for f in rec["fences"]],
         "operators": by_operator(records),
-        "justified": [{**{k: m[k] for k in keep}, "reason": m["reason"]}
+        "justified": [{**{k: m[k] for k in keep}, "reason": m["reason"], "kind": m["kind"]}
                       for rec in records for m in rec["mutants"] if m["outcome"] == "justified"],
         "survivors": [{k: m[k] for k in keep} for m in verdict["survivors"]],
         "not_reached": [{k: m[k] for k in keep} for rec in records for m in rec["mutants"]
