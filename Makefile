@@ -57,10 +57,13 @@ book: $(SITE)
 # tools/preexecute.py runs the uncached chapters in parallel into the cache
 # that jupyter-book reads (keyed on torch, fences/ and the installed packages
 # by fences.sphinx itself, so a plain `jupyter-book build .` is honest too).
+# The build starts beside it and waits for it before reading a page
+# (fences.sphinx), so Sphinx's start-up overlaps the kernels.
 # -n: nitpicky, -W: every warning is an error, --keep-going: report them all.
 $(SITE): $(STAMP) $(INPUTS)
-	$(BIN)/python tools/preexecute.py _build/.jupyter_cache
-	$(BIN)/jupyter-book build . -n -W --keep-going
+	$(BIN)/python tools/preexecute.py _build/.jupyter_cache & pre=$$!; built=0; \
+	    $(BIN)/jupyter-book build . -n -W --keep-going || built=$$?; \
+	    wait $$pre || true; exit $$built
 	@test -f $@ && touch $@
 
 # CI passes PYTEST_ARGS=--fences-fresh-kernel: a fresh kernel per chapter, as the matrix runs.

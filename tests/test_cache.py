@@ -108,3 +108,30 @@ def test_the_key_does_not_depend_on_the_working_directory(tmp_path, monkeypatch)
     (info / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: stray\nVersion: 1.0\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert cachekey.key() == before
+
+
+def test_the_build_waits_for_preexecute_before_reading(tmp_path, monkeypatch):
+    """`make book` runs preexecute beside the build; the build reads no page while the
+    lock names a live process, and ignores a lock left by one that is gone."""
+    import subprocess
+    import time
+    import types
+
+    from fences import cachekey
+    from fences import sphinx as ext
+
+    monkeypatch.setattr(ext.myst_nb, "cache_path_of", lambda app: str(tmp_path))
+    lock = cachekey.running_lock(tmp_path)
+    ext._wait_for_preexecute(types.SimpleNamespace(), None, [])   # no lock: no wait
+    lock.write_text("999999999")                                  # no such process
+    ext._wait_for_preexecute(types.SimpleNamespace(), None, [])
+    holder = subprocess.Popen(["sleep", "1"])
+    lock.write_text(str(holder.pid))
+    started = time.monotonic()
+    ext._wait_for_preexecute(types.SimpleNamespace(), None, [])
+    assert time.monotonic() - started >= 0.8     # waited for the holder to end
+    # the holder is now a zombie (not reaped), as preexecute is under make: no wait
+    started = time.monotonic()
+    ext._wait_for_preexecute(types.SimpleNamespace(), None, [])
+    assert time.monotonic() - started < 0.5
+    holder.wait()

@@ -28,24 +28,41 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fences.cachekey import cache_path  # noqa: E402
-from fences.chapter import cell_timeout, header_problems, toc_files  # noqa: E402
-from fences.upstream import jupyter_cache, myst_nb  # noqa: E402
-
-TIMEOUT = cell_timeout(ROOT)
+from fences.cachekey import cache_path, running_lock  # noqa: E402 - light: the lock comes first
 
 
-read = myst_nb.read_notebook  # as the build reads it, so the cache keys match
+def read(path: Path, text: str | None = None):
+    """The chapter as the build reads it (myst-nb's reader), so the cache keys match."""
+    from fences.upstream import myst_nb
+
+    return myst_nb.read_notebook(path, text)
 
 
 def execute(job):
+    from fences.chapter import cell_timeout
+    from fences.upstream import jupyter_cache
+
     path, nb = job
-    ok, seconds = jupyter_cache.execute(nb, cwd=str(path.parent), timeout=TIMEOUT)
+    ok, seconds = jupyter_cache.execute(nb, cwd=str(path.parent), timeout=cell_timeout(ROOT))
     return path, nb, ok, seconds
 
 
 def main(argv: list[str]) -> int:
-    cache = jupyter_cache.get_cache(cache_path(Path(argv[0]) if argv else ROOT / "_build" / ".jupyter_cache"))
+    folder = cache_path(Path(argv[0]) if argv else ROOT / "_build" / ".jupyter_cache")
+    lock = running_lock(folder)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text(str(os.getpid()))
+    try:
+        return fill(folder)
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def fill(folder: Path) -> int:
+    from fences.chapter import header_problems, toc_files
+    from fences.upstream import jupyter_cache
+
+    cache = jupyter_cache.get_cache(folder)
     pending = []
     for path in toc_files(ROOT):
         text = path.read_text(encoding="utf-8") if path.exists() else None
