@@ -26,7 +26,7 @@ help:
 	@echo "                 _build/matrix-report.md (RELEASES=\"2.8.0 newest\" runs some)"
 	@echo "make matrix-report  the change report for results/ as it is, against git HEAD"
 	@echo "make mutate      change what each fence expects, one change at a time; each must fail"
-	@echo "                 (tools/mutate.py; writes results/mutation.json; reuses its outcomes"
+	@echo "                 (tools/mutate.py; writes mutate-results.json; reuses its outcomes"
 	@echo "                 for unchanged fences, MUTATE_ARGS=--fresh runs every mutant)"
 	@echo "make check-site  open every built page in headless Chromium and check it"
 	@echo "make pdf         print the built site to _build/html/tensor-fences.pdf and check it"
@@ -46,6 +46,7 @@ $(STAMP): pyproject.toml
 # folder count too: upgrading torch, numpy or myst-nb makes the site stale.
 SITE   := _build/html/index.html
 INPUTS := _config.yml _toc.yml $(wildcard book/*.md fences/*.py results/*.json _static/*) \
+          $(wildcard mutate-results.json) \
           tools/preexecute.py $(wildcard $(VENV)/lib/python3*/site-packages) \
           $(wildcard $(VENV)/lib/python3*/site-packages/torch/version.py)
 
@@ -80,7 +81,7 @@ matrix-report: $(STAMP)
 
 # Every fence re-run with one expectation changed at a time; a change that passes
 # (survives) and is not justified in mutate-allowlist.yml fails. CHAPTERS=book/x.md for one.
-# Outcomes recorded in results/mutation.json are reused for fences whose code, the cells
+# Outcomes recorded in mutate-results.json are reused for fences whose code, the cells
 # before them, torch, the packages and the tool are unchanged; MUTATE_ARGS=--fresh runs all.
 mutate: $(STAMP)
 	$(BIN)/python tools/mutate.py $(MUTATE_ARGS) $(CHAPTERS)

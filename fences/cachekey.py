@@ -25,6 +25,24 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent
 
 
+def fences_digest() -> str:
+    """A hash of every file in fences/, names and contents."""
+    digest = hashlib.sha256()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        digest.update(path.relative_to(PACKAGE).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def torch_version_file() -> Path:
+    """torch's ``version.py``: the release, the git commit and the CUDA/ROCm version it was
+    built for, read without importing torch."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        raise SystemExit("fences.cachekey: torch is not installed")
+    return Path(spec.origin).parent / "version.py"
+
+
 def key() -> str:
     """torch's version and build, Python's version, a hash of every file in fences/,
     of every installed distribution's name and version.
@@ -37,14 +55,7 @@ def key() -> str:
     torch is not imported (that costs seconds): its version file, which names the
     release, the git commit and the CUDA/ROCm version it was built for, is hashed.
     """
-    digest = hashlib.sha256()
-    for path in sorted(PACKAGE.rglob("*.py")):
-        digest.update(path.relative_to(PACKAGE).as_posix().encode())
-        digest.update(path.read_bytes())
-    spec = importlib.util.find_spec("torch")
-    if spec is None or spec.origin is None:
-        raise SystemExit("fences.cachekey: torch is not installed")
-    torch_build = (Path(spec.origin).parent / "version.py").read_bytes()
+    torch_build = torch_version_file().read_bytes()
     # Every installed distribution and its version (numpy, myst-nb, ...): outputs depend on them too.
     # Read from the environment's site-packages only: on sys.path, an in-tree *.egg-info
     # (left by building the wheel) would make the key depend on the working directory.
@@ -55,7 +66,7 @@ def key() -> str:
         f"torch={importlib.metadata.version('torch')}",
         f"torch-build={hashlib.sha256(torch_build).hexdigest()[:16]}",
         f"python={sys.version_info.major}.{sys.version_info.minor}",
-        f"fences={digest.hexdigest()[:16]}",
+        f"fences={fences_digest()[:16]}",
         f"env={hashlib.sha256(chr(10).join(dists).encode()).hexdigest()[:16]}",
     ]
     return " ".join(parts)

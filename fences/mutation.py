@@ -1,4 +1,4 @@
-"""Render ``make mutate``'s results (``results/mutation.json``) for the "Verified on" page.
+"""Render ``make mutate``'s results (``mutate-results.json``) for the "Verified on" page.
 
 ``tools/mutate.py`` changes one thing a fence expects at a time (a number,
 a dtype, a shape, a comparison, the exception a raise check names, a row of
@@ -14,15 +14,16 @@ import html
 import json
 from pathlib import Path
 
-#: The file in results/ that tools/mutate.py writes; it is not a release's results.
-RESULTS_NAME = "mutation.json"
+#: The file tools/mutate.py writes, at the top of the repository beside its allowlist
+#: (not in results/, which holds one file per release).
+RESULTS_NAME = "mutate-results.json"
 
 _COLUMNS = ("chapter", "fences", "changes run", "killed", "justified", "open survivors",
             "did not run here", "killed of run")
 
 
 def load(folder: Path) -> dict | None:
-    """The results of the last ``make mutate``, or None when it has not run."""
+    """The results of the last ``make mutate`` in ``folder``, or None when it has not run."""
     path = Path(folder) / RESULTS_NAME
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 

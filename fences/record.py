@@ -149,16 +149,10 @@ def is_cpu(run: dict) -> bool:
     return (run.get("build") or "").startswith("CPU")
 
 
-#: Files in results/ that are not a release's run: make mutate's scores.
-NOT_RUNS = {"mutation.json"}
-
-
 def load(folder: Path) -> list[dict]:
     """Every results file in ``folder``, in release order (each remembers its ``file``)."""
     runs = []
     for path in sorted(Path(folder).glob("*.json")):
-        if path.name in NOT_RUNS:
-            continue
         run = json.loads(path.read_text(encoding="utf-8"))
         run["file"] = path.name
         runs.append(run)

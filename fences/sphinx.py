@@ -35,6 +35,7 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 from . import chapter as chapters
+from . import mutation
 from . import record as records
 from . import verified
 from .upstream import myst_nb, theme
@@ -295,6 +296,9 @@ class Record:
         digest = hashlib.sha256()
         for path in sorted(results.glob("*.json")) if results.exists() else []:
             digest.update(path.name.encode() + path.read_bytes())
+        scores = Path(srcdir) / mutation.RESULTS_NAME   # the page's make mutate section
+        if scores.exists():
+            digest.update(scores.read_bytes())
         for f in self.current:
             digest.update(f"{f.id} {f.chapter} {f.code} {f.section}".encode())
         digest.update(repr(sorted(self.digests.items())).encode())
@@ -344,7 +348,7 @@ class RecordDirective(SphinxDirective):
     """``{record} part``: one part of the Verified-on page, from the record.
 
     Parts: provenance, summary, never-run, changes, other-values, grid, and
-    mutation (``make mutate``'s scores, from ``results/mutation.json``: a
+    mutation (``make mutate``'s scores, from ``mutate-results.json``: a
     directive, not a code cell, so a new file re-renders the page without
     re-executing it, like the rest of the record).
     """
@@ -376,10 +380,7 @@ class RecordDirective(SphinxDirective):
         elif part == "other-values":
             text = verified.other_values_html(records.changes(rec.runs, rec.current), rec.current, url)
         elif part == "mutation":
-            from . import mutation
-
-            app = self.env.app
-            text = mutation.section_html(Path(app.srcdir) / app.config.fences_results)
+            text = mutation.section_html(Path(self.env.app.srcdir))
         else:
             node = unsearched_html()
             node["html"] = verified.grid_html(rec.runs, rec.current, url)

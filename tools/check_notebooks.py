@@ -23,9 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from check_site import report, serve  # noqa: E402
+from check_site import report, serve, toc_pages  # noqa: E402
 
-from fences.chapter import toc_files  # noqa: E402
 from fences.sphinx import WHEEL_DIR  # noqa: E402
 
 TORCH = os.environ.get("TORCH", "torch==2.13.0")
@@ -55,7 +54,7 @@ def main(argv: list[str]) -> int:
     if not wheels:
         print(f"check-notebooks: no wheel in {site / WHEEL_DIR}; run `make book`", file=sys.stderr)
         return 1
-    pages = [p.relative_to(ROOT).with_suffix("").as_posix() for p in toc_files(ROOT)]
+    pages = toc_pages()
     server, url = serve(site)
     failures = 0
     try:

@@ -21,7 +21,6 @@ defect it looks for must fail for each of them.
 from __future__ import annotations
 
 import functools
-import re
 import http.server
 import re
 import sys
@@ -74,6 +73,21 @@ def report(label: str, problems: list[str]) -> bool:
     for p in problems:
         print(f"     - {p}")
     return bool(problems)
+
+
+def built_site(argv: list[str], tool: str) -> Path | None:
+    """The built site to check (``argv[0]`` or ``_build/html``); None, after saying to
+    run ``make book``, when it has no index page."""
+    folder = Path(argv[0]) if argv else ROOT / "_build" / "html"
+    if not (folder / "index.html").exists():
+        print(f"{tool}: {folder}/index.html is missing; run `make book` first", file=sys.stderr)
+        return None
+    return folder
+
+
+def toc_pages() -> list[str]:
+    """Every page ``_toc.yml`` lists, as a page name (``book/views``)."""
+    return [p.relative_to(ROOT).with_suffix("").as_posix() for p in toc_files(ROOT)]
 
 
 def serve(folder: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
@@ -262,11 +276,10 @@ def self_test(browser) -> list[str]:
 def main(argv: list[str]) -> int:
     from playwright.sync_api import sync_playwright
 
-    folder = Path(argv[0]) if argv else ROOT / "_build" / "html"
-    if not (folder / "index.html").exists():
-        print(f"check-site: {folder}/index.html is missing; run `make book` first", file=sys.stderr)
+    folder = built_site(argv, "check-site")
+    if folder is None:
         return 1
-    pages = [p.relative_to(ROOT).with_suffix("").as_posix() for p in toc_files(ROOT)]
+    pages = toc_pages()
     server, url = serve(folder)
     failures = 0
     try:

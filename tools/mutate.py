@@ -44,7 +44,7 @@ does a fence or cell that fails unmutated. Allowlist entries that match no
 surviving mutant of a fence that ran are reported as stale.
 
 The scores per chapter, the justified survivors and the open ones are
-written to ``results/mutation.json`` (``--json``), which the "Verified on"
+written to ``mutate-results.json`` (``--json``), which the "Verified on"
 page renders through ``fences.mutation``.
 """
 from __future__ import annotations
@@ -74,7 +74,7 @@ import mutate_reuse  # noqa: E402 - tools/ is this script's folder
 from mutants import Mutant, fence_mutants  # noqa: E402
 
 ALLOWLIST = ROOT / "mutate-allowlist.yml"
-RESULTS = ROOT / "results" / "mutation.json"
+RESULTS = ROOT / "mutate-results.json"
 #: Seconds a mutant may run: nbval's cell timeout in pyproject.toml, so a mutant
 #: that hangs is killed exactly when the suite would fail it.
 TIMEOUT = 120.0
@@ -699,7 +699,7 @@ def by_operator(records: list[dict]) -> dict:
 
 
 def summary(records: list[dict], verdict: dict, seconds: float, jobs: int) -> dict:
-    """What results/mutation.json holds (rendered by fences.mutation)."""
+    """What mutate-results.json holds (rendered by fences.mutation)."""
     import torch
 
     from fences import torch_build
@@ -738,6 +738,18 @@ def summary(records: list[dict], verdict: dict, seconds: float, jobs: int) -> di
     }
 
 
+def _where(m: dict) -> str:
+    """A mutant's place as the report prints it: chapter:line, fence, operator."""
+    return f"{m['chapter']}:{m['line']}  fence {m['fence']}  [{m['operator']}]"
+
+
+def _listing(out, header: str, lines: list[str]) -> None:
+    """A report section: a header line, then one indented line per item."""
+    out(header)
+    for line in lines:
+        out(f"  {line}")
+
+
 def survivor_text(m: dict) -> str:
     """A survivor as the report prints it: where, what changed, and an allowlist entry."""
     original = "\n".join("      - " + line for line in m["original"].splitlines())
@@ -745,8 +757,7 @@ def survivor_text(m: dict) -> str:
     entry = (f"      allowlist entry:\n        - fence: {m['fence']}\n"
              f"          mutated: {json.dumps(' '.join(m['mutated'].split()))}\n"
              f"          reason: \"why this mutant cannot change the outcome\"")
-    return f"  {m['chapter']}:{m['line']}  fence {m['fence']}  [{m['operator']}]\n" \
-           f"{original}\n{mutated}\n{entry}"
+    return f"  {_where(m)}\n{original}\n{mutated}\n{entry}"
 
 
 def report(data: dict, verdict: dict, out=print) -> None:
@@ -766,30 +777,24 @@ def report(data: dict, verdict: dict, out=print) -> None:
         for m in verdict["survivors"]:
             out(survivor_text(m))
     if verdict["stale"]:
-        out(f"\n{len(verdict['stale'])} stale allowlist entr(y/ies) match no surviving mutant "
-            "(the fence changed, or the mutant is now killed): remove them")
-        for e in verdict["stale"]:
-            out(f"  {json.dumps(e)}")
+        _listing(out, f"\n{len(verdict['stale'])} stale allowlist entr(y/ies) match no surviving "
+                 "mutant (the fence changed, or the mutant is now killed): remove them",
+                 [json.dumps(e) for e in verdict["stale"]])
     if verdict["errors"]:
-        out(f"\n{len(verdict['errors'])} error(s):")
-        for e in verdict["errors"]:
-            out(f"  {e}")
+        _listing(out, f"\n{len(verdict['errors'])} error(s):", verdict["errors"])
     if data["not_reached"]:
-        out(f"\nnote: {len(data['not_reached'])} mutant(s) changed a statement that did not run "
-            "here (a branch for another build or release); counted apart, never killed:")
-        for m in data["not_reached"]:
-            out(f"  {m['chapter']}:{m['line']}  fence {m['fence']}  [{m['operator']}]  "
-                f"{' '.join(m['mutated'].split())}")
+        _listing(out, f"\nnote: {len(data['not_reached'])} mutant(s) changed a statement that "
+                 "did not run here (a branch for another build or release); counted apart, "
+                 "never killed:",
+                 [f"{_where(m)}  {' '.join(m['mutated'].split())}" for m in data["not_reached"]])
     if data["timeouts"]:
-        out(f"\nnote: {len(data['timeouts'])} mutant(s) were killed by the timeout (as the suite "
-            "would fail them); a hang of a forked process would look the same:")
-        for m in data["timeouts"]:
-            out(f"  {m['chapter']}:{m['line']}  fence {m['fence']}  {' '.join(m['mutated'].split())}")
+        _listing(out, f"\nnote: {len(data['timeouts'])} mutant(s) were killed by the timeout (as "
+                 "the suite would fail them); a hang of a forked process would look the same:",
+                 [f"{_where(m)}  {' '.join(m['mutated'].split())}" for m in data["timeouts"]])
     if data["unmeasured"]:
-        out(f"\nnote: {len(data['unmeasured'])} fence(s) have nothing the operators change "
-            "(no literal expectation, comparison or raise check); not measured:")
-        for f in data["unmeasured"]:
-            out(f"  {f}")
+        _listing(out, f"\nnote: {len(data['unmeasured'])} fence(s) have nothing the operators "
+                 "change (no literal expectation, comparison or raise check); not measured:",
+                 data["unmeasured"])
     if data["fences_without_id"]:
         out(f"\nnote: {len(data['fences_without_id'])} fence(s) have no fence-id; they are named "
             "<chapter>-cell-<index> here, which is not stable for the allowlist")
@@ -848,7 +853,7 @@ def main(argv: list[str]) -> int:
     start = time.perf_counter()
     print(f"mutate: {len(paths)} chapter(s) on {args.jobs} job(s)", flush=True)
     environment = mutate_reuse.environment_key(deciding())
-    # the record read is the one this run writes: results/mutation.json, or --json's file
+    # the record read is the one this run writes: mutate-results.json, or --json's file
     target = args.json or (RESULTS if whole_book else None)
     previous = {} if args.fresh else mutate_reuse.stored(target or RESULTS)
     records = run_book(paths, args.jobs, args.timeout, wanted, environment=environment,

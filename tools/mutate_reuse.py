@@ -5,7 +5,7 @@ its chapter (the state it runs on), ``fences/``, the torch build, the
 packages the chapters import, Python, and the parts of the tool that decide
 an outcome (the operators in ``tools/mutants.py``; running and classifying
 in ``tools/mutate.py``). ``fence_key`` hashes all of them. The run writes
-each fence's key and its mutants' outcomes into ``results/mutation.json``;
+each fence's key and its mutants' outcomes into ``mutate-results.json``;
 the next run re-runs a fence's mutants only when its key differs (the chapter
 still executes up to the last fence that re-runs, since the mutants need its
 state), and a chapter whose every fence matches is not executed at all.
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import importlib.util
 import inspect
 import json
 import re
@@ -28,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: What ``results/mutation.json`` holds per fence for reuse; a change of format is a new key.
+#: What ``mutate-results.json`` holds per fence for reuse; a change of format is a new key.
 FORMAT = 1
 
 
@@ -56,15 +55,14 @@ def _version(name: str) -> str:
 def environment_key(deciding: list, root: Path = ROOT) -> str:
     """Everything but the chapter's code: torch's build, Python, the chapters' packages,
     ``fences/``, the operators, and the source of the functions in ``deciding``."""
+    from fences import cachekey
+
     digest = hashlib.sha256(f"format={FORMAT}\n".encode())
-    spec = importlib.util.find_spec("torch")
-    digest.update((Path(spec.origin).parent / "version.py").read_bytes())
+    digest.update(cachekey.torch_version_file().read_bytes())
     digest.update(f"python={sys.version_info[:2]}\n".encode())
     for name in chapter_packages(root):
         digest.update(f"{name}=={_version(name)}\n".encode())
-    package = root / "fences"
-    for path in sorted(package.rglob("*.py")):
-        digest.update(path.relative_to(package).as_posix().encode() + path.read_bytes())
+    digest.update(cachekey.fences_digest().encode())
     digest.update((root / "tools" / "mutants.py").read_bytes())
     for function in deciding:
         digest.update(inspect.getsource(function).encode())

@@ -21,9 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from check_site import launch, serve  # noqa: E402
+from check_site import built_site, launch, serve, toc_pages  # noqa: E402
 
-from fences.chapter import toc_files  # noqa: E402
 
 OUT_NAME = "tensor-fences.pdf"
 RAW_MYST = re.compile(r"\{glue|\{code-cell\}|^:::|^```\{|\{term\}`|\{torch\}`", re.M)
@@ -91,11 +90,10 @@ def join(printed, target: Path) -> int:
 
 
 def main(argv: list[str]) -> int:
-    folder = Path(argv[0]) if argv else ROOT / "_build" / "html"
-    if not (folder / "index.html").exists():
-        print(f"pdf: {folder}/index.html is missing; run `make book` first", file=sys.stderr)
+    folder = built_site(argv, "pdf")
+    if folder is None:
         return 1
-    pages = [p.relative_to(ROOT).with_suffix("").as_posix() for p in toc_files(ROOT)]
+    pages = toc_pages()
     server, url = serve(folder)
     try:
         printed = print_pages(url, pages)
