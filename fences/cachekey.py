@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
+import os
 import sys
 import sysconfig
 from pathlib import Path
@@ -59,9 +60,11 @@ def key() -> str:
     # Every installed distribution and its version (numpy, myst-nb, ...): outputs depend on them too.
     # Read from the environment's site-packages only: on sys.path, an in-tree *.egg-info
     # (left by building the wheel) would make the key depend on the working directory.
+    # A distribution's folder there is named by its name and version (numpy-2.3.1.dist-info),
+    # so the names are read, not each one's metadata (ten times faster; on every build).
     site = sorted({sysconfig.get_paths()[k] for k in ("purelib", "platlib")})
-    dists = sorted(f"{d.metadata['Name']}=={d.version}"
-                   for d in importlib.metadata.distributions(path=site))
+    dists = sorted(entry.name for folder in site if os.path.isdir(folder)
+                   for entry in os.scandir(folder) if entry.name.endswith((".dist-info", ".egg-info")))
     parts = [
         f"torch={importlib.metadata.version('torch')}",
         f"torch-build={hashlib.sha256(torch_build).hexdigest()[:16]}",

@@ -20,13 +20,13 @@
   writes that page's parts. When the results or the book's fences change,
   every page is read again (``_record_outdated``), so no page shows an old
   record. The fence grid is kept out of the search index (``unsearched_html``).
+- A rebuild after one edit stays quick (``fences.rebuild``).
 
 Enabled in ``_config.yml`` under ``sphinx: extra_extensions``.
 """
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 from docutils import nodes
@@ -36,6 +36,7 @@ from sphinx.util.docutils import SphinxDirective
 
 from . import chapter as chapters
 from . import mutation
+from . import rebuild
 from . import record as records
 from . import verified
 from .upstream import myst_nb, theme
@@ -245,41 +246,6 @@ def _key_the_cache(app, config) -> None:
     config.nb_execution_cache_path = str(cachekey.cache_path(Path(base)))
 
 
-def _wait_for_preexecute(app, env, docnames) -> None:
-    """Before reading any page, wait for ``tools/preexecute.py`` filling this cache.
-
-    ``make book`` runs it beside the build, so Sphinx's start-up overlaps
-    the kernels; reading a page before its chapter is cached would execute
-    it a second time. A lock left by a process that no longer runs is ignored.
-    """
-    import time
-
-    from . import cachekey
-
-    lock = cachekey.running_lock(Path(myst_nb.cache_path_of(app)))
-    waited = time.monotonic()
-    while lock.exists() and _running(lock):
-        time.sleep(0.05)
-    if time.monotonic() - waited > 0.5:
-        logger.info(f"fences: waited {time.monotonic() - waited:.1f} s for preexecute")
-
-
-def _running(lock: Path) -> bool:
-    """Does the process the lock names still run? One that ended without removing its
-    lock (killed) is gone, and so is a zombie: `make book`'s shell reaps preexecute only
-    after the build, so waiting on its zombie would never end."""
-    try:
-        pid = int(lock.read_text() or 0)
-        os.kill(pid, 0)
-    except (OSError, ValueError):
-        return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True   # no /proc: trust kill()
-    return state != "Z"
-
-
 def _check_book(app) -> None:
     """Across chapters: every fence id unique (the lint's book-wide check)."""
     for problem in chapters.book_problems(Path(app.srcdir)):
@@ -422,8 +388,8 @@ def setup(app):
     app.connect("doctree-resolved", _executed_with)
     app.connect("build-finished", _ship_wheel)
     app.connect("builder-inited", _check_book)
-    app.connect("env-before-read-docs", _wait_for_preexecute)
     app.connect("html-page-context", _dedupe_scripts)
     app.connect("source-read", _check_source)
     app.connect("html-page-context", _offer_notebook, priority=500)
+    rebuild.setup(app)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -118,20 +118,63 @@ def test_the_build_waits_for_preexecute_before_reading(tmp_path, monkeypatch):
     import types
 
     from fences import cachekey
-    from fences import sphinx as ext
+    from fences import rebuild as ext
 
     monkeypatch.setattr(ext.myst_nb, "cache_path_of", lambda app: str(tmp_path))
+    monkeypatch.setattr(ext, "warm_writer", lambda app: None)
     lock = cachekey.running_lock(tmp_path)
-    ext._wait_for_preexecute(types.SimpleNamespace(), None, [])   # no lock: no wait
+    ext.wait_for_preexecute(types.SimpleNamespace(), None, [])   # no lock: no wait
     lock.write_text("999999999")                                  # no such process
-    ext._wait_for_preexecute(types.SimpleNamespace(), None, [])
+    ext.wait_for_preexecute(types.SimpleNamespace(), None, [])
     holder = subprocess.Popen(["sleep", "1"])
     lock.write_text(str(holder.pid))
     started = time.monotonic()
-    ext._wait_for_preexecute(types.SimpleNamespace(), None, [])
+    ext.wait_for_preexecute(types.SimpleNamespace(), None, [])
     assert time.monotonic() - started >= 0.8     # waited for the holder to end
     # the holder is now a zombie (not reaped), as preexecute is under make: no wait
     started = time.monotonic()
-    ext._wait_for_preexecute(types.SimpleNamespace(), None, [])
+    ext.wait_for_preexecute(types.SimpleNamespace(), None, [])
     assert time.monotonic() - started < 0.5
     holder.wait()
+
+
+def test_preexecute_runs_the_newest_chapter_in_the_kernel_it_started_early(tmp_path, monkeypatch):
+    """After an edit, the edited chapter (the newest) is found first and its kernel starts
+    while the other chapters are checked; the chapter runs in that kernel and is cached.
+    The lock is gone before that kernel is stopped: the build reads on meanwhile."""
+    import os
+
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: old\nchapters:\n  - file: new\n")
+    (tmp_path / "old.md").write_text(CHAPTER)
+    (tmp_path / "new.md").write_text(CHAPTER.replace("x = 1", "import os\nos.getpid()"))
+    os.utime(tmp_path / "old.md", (1, 1))
+    monkeypatch.setattr(preexecute, "ROOT", tmp_path)
+    assert preexecute.newest_first([tmp_path / "old.md", tmp_path / "new.md"])[0].name == "new.md"
+
+    started, stopped = [], []
+    real_start, real_stop = preexecute.start_kernel, preexecute.stop_kernel
+    folder = cachekey.cache_path(tmp_path / ".jupyter_cache")
+
+    def start(path, nb):
+        km = real_start(path, nb)
+        started.append((path.name, km.provisioner.pid))   # the kernel's process
+        return km
+
+    def stop(km):
+        stopped.append((km.has_kernel, cachekey.running_lock(folder).exists()))
+        real_stop(km)
+        assert not km.has_kernel
+
+    monkeypatch.setattr(preexecute, "start_kernel", start)
+    monkeypatch.setattr(preexecute, "stop_kernel", stop)
+    assert preexecute.main([str(tmp_path / ".jupyter_cache")]) == 0
+    assert [name for name, _ in started] == ["new.md"]   # one early kernel, for the newest
+    assert stopped == [(True, False)]             # still running after its chapter, lock gone
+    cache = get_cache(folder)
+    for name in ("old.md", "new.md"):             # both executed and cached
+        cached = cache.merge_match_into_notebook(preexecute.read(tmp_path / name))[1]
+        assert all(cell.execution_count for cell in cached.cells if cell.cell_type == "code")
+    outputs = cache.merge_match_into_notebook(preexecute.read(tmp_path / "new.md"))[1].cells
+    printed = [out["data"]["text/plain"] for cell in outputs if cell.cell_type == "code"
+               for out in cell.outputs if "data" in out]
+    assert printed == [str(started[0][1])]        # new.md ran in that kernel

@@ -16,9 +16,15 @@ chapter that fails is not cached: the build executes it again and reports
 the failing cell. The cache is the folder `fences.cachekey.cache_path`
 names for the current torch, `fences/` and packages: the one the build
 reads (fences.sphinx points myst-nb at it).
+
+The chapters are checked newest first, and the first one the cache lacks
+gets its kernel at once (``start_kernel``): it boots while the others are
+checked, and that chapter runs in it, in this process. The others run in
+worker processes, one fresh kernel each.
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -38,13 +44,41 @@ def read(path: Path, text: str | None = None):
     return myst_nb.read_notebook(path, text)
 
 
-def execute(job):
+def execute(job, km=None):
     from fences.chapter import cell_timeout
     from fences.upstream import jupyter_cache
 
     path, nb = job
-    ok, seconds = jupyter_cache.execute(nb, cwd=str(path.parent), timeout=cell_timeout(ROOT))
+    ok, seconds = jupyter_cache.execute(nb, cwd=str(path.parent), timeout=cell_timeout(ROOT), km=km)
     return path, nb, ok, seconds
+
+
+def start_kernel(path: Path, nb):
+    """A fresh kernel for ``nb``, started now; None when it cannot start (the run starts one).
+
+    The kernel boots while the other chapters are checked against the cache,
+    instead of after: nbclient starts it as it would for this notebook
+    (``create_kernel_manager``, ``start_new_kernel``: its kernel, arguments and
+    working folder), and the chapter then runs in it (``execute(..., km)``).
+    """
+    try:
+        from nbclient import NotebookClient
+
+        client = NotebookClient(nb, resources={"metadata": {"path": str(path.parent)}})
+        client.create_kernel_manager()
+        client.start_new_kernel()
+        return client.km
+    except Exception as error:   # noqa: BLE001 - execute() starts its own kernel
+        print(f"preexecute: {path.name}: could not start its kernel early ({error})", flush=True)
+        return None
+
+
+def stop_kernel(km) -> None:
+    """Stop a kernel ``start_kernel`` started (nbclient stops only those it starts)."""
+    from nbclient.util import run_sync
+
+    if km is not None and km.has_kernel:
+        run_sync(km.shutdown_kernel)(now=True)
 
 
 def main(argv: list[str]) -> int:
@@ -52,19 +86,29 @@ def main(argv: list[str]) -> int:
     lock = running_lock(folder)
     lock.parent.mkdir(parents=True, exist_ok=True)
     lock.write_text(str(os.getpid()))
+    kernels: list = []
     try:
-        return fill(folder)
+        return fill(folder, kernels)
     finally:
-        lock.unlink(missing_ok=True)
+        lock.unlink(missing_ok=True)   # the cache is full: the build reads on while
+        for km in kernels:              # the kernel started here is stopped
+            stop_kernel(km)
 
 
-def fill(folder: Path) -> int:
+def newest_first(paths: list[Path]) -> list[Path]:
+    """The chapters, the last edited first: after an edit, its chapter is the one to run."""
+    return sorted(paths, key=lambda path: path.stat().st_mtime if path.exists() else 0, reverse=True)
+
+
+def fill(folder: Path, kernels: list) -> int:
+    """Execute the chapters ``folder``'s cache lacks, and cache them. The kernel started
+    early is added to ``kernels``, for the caller to stop."""
     from fences.chapter import header_problems, toc_files
     from fences.upstream import jupyter_cache
 
     cache = jupyter_cache.get_cache(folder)
-    pending = []
-    for path in toc_files(ROOT):
+    first, km, rest = None, None, []
+    for path in newest_first(toc_files(ROOT)):
         text = path.read_text(encoding="utf-8") if path.exists() else None
         if text is None or header_problems(text):
             continue  # the build refuses it, naming the file
@@ -72,20 +116,39 @@ def fill(folder: Path) -> int:
         try:
             cache.match_cache_notebook(nb)
         except KeyError:
-            pending.append((path, nb))
-    if not pending:
+            if first is None:
+                first, km = (path, nb), start_kernel(path, nb)
+                kernels.append(km)
+            else:
+                rest.append((path, nb))
+    return run(cache, first, km, rest)
+
+
+def run(cache, first, km, rest) -> int:
+    """Execute ``first`` here in ``km`` and ``rest`` in worker processes, caching each success."""
+    from fences.upstream import jupyter_cache
+
+    if first is None:
         print("preexecute: every chapter is cached")
         return 0
-    workers = min(len(pending), os.cpu_count() or 1)
-    print(f"preexecute: executing {len(pending)} chapter(s) on {workers} worker(s)", flush=True)
-    with ProcessPoolExecutor(workers) as pool:
-        for path, nb, ok, seconds in pool.map(execute, pending):
-            name = path.relative_to(ROOT)
-            if ok:
-                jupyter_cache.store(cache, nb, str(path), seconds)
-                print(f"preexecute: {name} executed in {seconds:.1f} s, cached", flush=True)
-            else:
-                print(f"preexecute: {name} FAILED; the build will execute it and report the cell", flush=True)
+    print(f"preexecute: executing {1 + len(rest)} chapter(s)", flush=True)
+
+    def report(path, nb, ok, seconds):
+        name = path.relative_to(ROOT)
+        if ok:
+            jupyter_cache.store(cache, nb, str(path), seconds)
+            print(f"preexecute: {name} executed in {seconds:.1f} s, cached", flush=True)
+        else:
+            print(f"preexecute: {name} FAILED; the build will execute it and report the cell", flush=True)
+
+    # forkserver: this process holds a kernel's sockets and an event loop, which a forked
+    # worker must not share.
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max(1, min(len(rest), os.cpu_count() or 1)), mp_context=context) as pool:
+        futures = [pool.submit(execute, job) for job in rest]
+        report(*execute(first, km))
+        for future in futures:
+            report(*future.result())
     return 0
 
 

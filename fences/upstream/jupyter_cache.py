@@ -21,16 +21,21 @@ from jupyter_cache.executors.utils import single_nb_execution
 __all__ = ["get_cache", "execute", "store", "check"]
 
 
-def execute(nb, cwd: str, timeout: float):
+def execute(nb, cwd: str, timeout: float, km=None):
     """Run ``nb`` in a fresh kernel; returns (ok, seconds).
 
     The kernel is stopped at once when the last cell is done (nbclient's
     ``shutdown_kernel="immediate"``, passed through ``single_nb_execution``'s
     keyword arguments): its outputs are collected, and a graceful shutdown
     cost about a second of every edited chapter's rebuild here.
+
+    ``km``: a kernel already started for this notebook and not yet used
+    (``tools/preexecute.py`` starts one before it knows which chapter needs
+    it). nbclient's ``km`` argument; nbclient leaves a kernel it did not
+    start running, so the caller stops it.
     """
     result = single_nb_execution(nb, cwd=cwd, timeout=timeout, allow_errors=False,
-                                 meta_override=True, shutdown_kernel="immediate")
+                                 meta_override=True, shutdown_kernel="immediate", km=km)
     return result.err is None, result.time
 
 
@@ -47,6 +52,10 @@ def check() -> None:
 
     assert "immediate" in NotebookClient.shutdown_kernel.values, \
         "nbclient: NotebookClient.shutdown_kernel has no 'immediate'"
+    for name in ("create_kernel_manager", "start_new_kernel"):
+        assert hasattr(NotebookClient, name), f"nbclient: NotebookClient has no {name}"
+    assert "km" in inspect.signature(NotebookClient.__init__).parameters, \
+        "nbclient: NotebookClient takes no km"
     fields = inspect.signature(CacheBundleIn).parameters
     assert {"nb", "uri", "data"} <= set(fields), f"jupyter-cache: CacheBundleIn takes {fields}"
     from jupyter_cache.base import JupyterCacheAbstract
