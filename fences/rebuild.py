@@ -50,7 +50,7 @@ def wait_for_preexecute(app, env, docnames) -> None:
     waited = time.monotonic()
     warm_writer(app)
     while lock.exists() and running(lock):
-        time.sleep(0.05)
+        time.sleep(0.02)
     if time.monotonic() - waited > 0.5:
         logger.info(f"fences: waited {time.monotonic() - waited:.1f} s for preexecute")
 
