@@ -78,8 +78,8 @@ def key() -> str:
 def cache_path(base: Path) -> Path:
     """The execution cache for the current key: a folder of ``base`` named by its hash.
 
-    Each torch (and each state of fences/, the installed packages and the
-    results) gets its own jupyter-cache, so a page is never served from a
+    Each torch (and each state of fences/ and the installed packages) gets
+    its own jupyter-cache, so a page is never served from a
     run under other code, and switching back to a torch reuses its cache.
     """
     return Path(base) / hashlib.sha256(key().encode()).hexdigest()[:16]

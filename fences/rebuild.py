@@ -9,8 +9,10 @@ the kernels run, then:
   waits, it does now what writing the first page would do first
   (``warm_writer``).
 - ``cache_templates``: keeps the theme's compiled Jinja templates between
-  builds (Jinja's own bytecode cache, keyed on each template's source), so a
-  build does not compile them again.
+  builds (Jinja's own bytecode cache), so a build does not compile them
+  again. Jinja keys a compiled template on its source only; the folder it
+  is kept in is named by everything else that shapes the compiled code
+  (``template_cache``).
 - ``freeze_environment``: the environment Sphinx has just loaded (every
   page's metadata, kept until the build ends) is moved out of the garbage
   collector's sight (``gc.freeze``). Each collection otherwise walks all of
@@ -20,6 +22,11 @@ the kernels run, then:
   garbage collection (about a second here, over every page's doctree) is
   skipped the same way; the process is about to end and the operating
   system frees it all.
+
+Frozen objects are never collected: the entries of the pages read again
+(all of them, after a key change) stay in memory until the process ends.
+That is the command-line build's case; a process that runs many Sphinx
+builds should not connect these two hooks.
 
 Registered by ``fences.sphinx``.
 """
@@ -56,19 +63,23 @@ def wait_for_preexecute(app, env, docnames) -> None:
 
 
 def running(lock: Path) -> bool:
-    """Does the process the lock names still run? One that ended without removing its
+    """Does the preexecute the lock names still run? One that ended without removing its
     lock (killed) is gone, and so is a zombie: `make book`'s shell reaps preexecute only
-    after the build, so waiting on its zombie would never end."""
+    after the build, so waiting on its zombie would never end. A lock naming no process,
+    this one, or a process that is not preexecute (its number reused) is stale."""
     try:
         pid = int(lock.read_text() or 0)
+        if pid <= 0 or pid == os.getpid():
+            return False
         os.kill(pid, 0)
     except (OSError, ValueError):
         return False
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (OSError, IndexError):
         return True   # no /proc: trust kill()
-    return state != "Z"
+    return state != "Z" and b"preexecute" in command
 
 
 def warm_writer(app) -> None:
@@ -97,9 +108,30 @@ def cache_templates(app) -> None:
     environment = getattr(getattr(app.builder, "templates", None), "environment", None)
     if environment is None or environment.bytecode_cache is not None:
         return
-    folder = Path(app.doctreedir) / "jinja"
+    folder = Path(app.doctreedir) / "jinja" / template_cache(environment)
     folder.mkdir(parents=True, exist_ok=True)
     environment.bytecode_cache = FileSystemBytecodeCache(str(folder))
+
+
+def template_cache(environment) -> str:
+    """A name for what shapes compiled template code besides each template's source: the
+    installed packages (Jinja, Sphinx, the theme, ...), Python and fences/
+    (``fences.cachekey.key``), the environment's extensions and its parsing options."""
+    import hashlib
+
+    from . import cachekey
+
+    options = ("block_start_string", "block_end_string", "variable_start_string",
+               "variable_end_string", "comment_start_string", "comment_end_string",
+               "line_statement_prefix", "line_comment_prefix", "trim_blocks", "lstrip_blocks",
+               "newline_sequence", "keep_trailing_newline", "optimized", "autoescape", "finalize")
+
+    def shown(value):   # a function by its name: its repr holds an address that changes
+        return getattr(value, "__qualname__", repr(value)) if callable(value) else repr(value)
+
+    shape = [cachekey.key(), type(environment).__qualname__, sorted(environment.extensions),
+             [(name, shown(getattr(environment, name, None))) for name in options]]
+    return hashlib.sha256(repr(shape).encode()).hexdigest()[:16]
 
 
 def freeze_environment(app, env, docnames) -> None:

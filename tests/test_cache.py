@@ -112,7 +112,9 @@ def test_the_key_does_not_depend_on_the_working_directory(tmp_path, monkeypatch)
 
 def test_the_build_waits_for_preexecute_before_reading(tmp_path, monkeypatch):
     """`make book` runs preexecute beside the build; the build reads no page while the
-    lock names a live process, and ignores a lock left by one that is gone."""
+    lock names a live preexecute (warming its writer meanwhile), and ignores a lock left
+    by one that is gone, or naming no process, itself, or another program."""
+    import os
     import subprocess
     import time
     import types
@@ -121,42 +123,66 @@ def test_the_build_waits_for_preexecute_before_reading(tmp_path, monkeypatch):
     from fences import rebuild as ext
 
     monkeypatch.setattr(ext.myst_nb, "cache_path_of", lambda app: str(tmp_path))
-    monkeypatch.setattr(ext, "warm_writer", lambda app: None)
+    warmed = []
+    monkeypatch.setattr(ext, "warm_writer", warmed.append)
     lock = cachekey.running_lock(tmp_path)
-    ext.wait_for_preexecute(types.SimpleNamespace(), None, [])   # no lock: no wait
-    lock.write_text("999999999")                                  # no such process
-    ext.wait_for_preexecute(types.SimpleNamespace(), None, [])
-    holder = subprocess.Popen(["sleep", "1"])
+
+    def waited() -> float:
+        started = time.monotonic()
+        ext.wait_for_preexecute("app", None, [])
+        return time.monotonic() - started
+
+    assert waited() < 0.5                                          # no lock
+    for stale in ("999999999", "0", "", str(os.getpid())):        # gone, none, this process
+        lock.write_text(stale)
+        assert waited() < 0.5 and not warmed, stale
+    other = subprocess.Popen(["sleep", "1"])                       # a pid reused by another program
+    lock.write_text(str(other.pid))
+    assert waited() < 0.5 and not warmed
+    other.wait()
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)", "preexecute"])
     lock.write_text(str(holder.pid))
-    started = time.monotonic()
-    ext.wait_for_preexecute(types.SimpleNamespace(), None, [])
-    assert time.monotonic() - started >= 0.8     # waited for the holder to end
+    assert waited() >= 0.8                                         # waited for it to end
+    assert warmed == ["app"]                                       # and warmed up meanwhile
     # the holder is now a zombie (not reaped), as preexecute is under make: no wait
-    started = time.monotonic()
-    ext.wait_for_preexecute(types.SimpleNamespace(), None, [])
-    assert time.monotonic() - started < 0.5
+    assert waited() < 0.5
     holder.wait()
+
+
+def book_of(tmp_path, monkeypatch, old: str, new: str) -> Path:
+    """A two-chapter book in ``tmp_path`` for preexecute (``new.md`` the newer); its cache."""
+    import os
+
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: old\nchapters:\n  - file: new\n")
+    (tmp_path / "old.md").write_text(CHAPTER.replace("x = 1", old))
+    (tmp_path / "new.md").write_text(CHAPTER.replace("x = 1", new))
+    os.utime(tmp_path / "old.md", (1, 1))
+    monkeypatch.setattr(preexecute, "ROOT", tmp_path)
+    return cachekey.cache_path(tmp_path / ".jupyter_cache")
+
+
+def outputs(cache, chapter: Path) -> list[str] | None:
+    """What the cached run of ``chapter`` showed, or None when it is not cached."""
+    try:
+        nb = cache.merge_match_into_notebook(preexecute.read(chapter))[1]
+    except KeyError:
+        return None
+    return [out["data"]["text/plain"] for cell in nb.cells if cell.cell_type == "code"
+            for out in cell.outputs if "data" in out]
 
 
 def test_preexecute_runs_the_newest_chapter_in_the_kernel_it_started_early(tmp_path, monkeypatch):
     """After an edit, the edited chapter (the newest) is found first and its kernel starts
-    while the other chapters are checked; the chapter runs in that kernel and is cached.
-    The lock is gone before that kernel is stopped: the build reads on meanwhile."""
-    import os
-
-    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: old\nchapters:\n  - file: new\n")
-    (tmp_path / "old.md").write_text(CHAPTER)
-    (tmp_path / "new.md").write_text(CHAPTER.replace("x = 1", "import os\nos.getpid()"))
-    os.utime(tmp_path / "old.md", (1, 1))
-    monkeypatch.setattr(preexecute, "ROOT", tmp_path)
+    while the other chapters are checked; the chapter runs in that kernel, in its own
+    folder, and is cached. The lock is gone before that kernel is stopped: the build
+    reads on meanwhile."""
+    folder = book_of(tmp_path, monkeypatch, old="6 * 7", new="import os\nos.getpid(), os.getcwd()")
     assert preexecute.newest_first([tmp_path / "old.md", tmp_path / "new.md"])[0].name == "new.md"
-
     started, stopped = [], []
     real_start, real_stop = preexecute.start_kernel, preexecute.stop_kernel
-    folder = cachekey.cache_path(tmp_path / ".jupyter_cache")
 
-    def start(path, nb):
-        km = real_start(path, nb)
+    def start(path, nb, kernels):
+        km = real_start(path, nb, kernels)
         started.append((path.name, km.provisioner.pid))   # the kernel's process
         return km
 
@@ -171,10 +197,38 @@ def test_preexecute_runs_the_newest_chapter_in_the_kernel_it_started_early(tmp_p
     assert [name for name, _ in started] == ["new.md"]   # one early kernel, for the newest
     assert stopped == [(True, False)]             # still running after its chapter, lock gone
     cache = get_cache(folder)
-    for name in ("old.md", "new.md"):             # both executed and cached
-        cached = cache.merge_match_into_notebook(preexecute.read(tmp_path / name))[1]
-        assert all(cell.execution_count for cell in cached.cells if cell.cell_type == "code")
-    outputs = cache.merge_match_into_notebook(preexecute.read(tmp_path / "new.md"))[1].cells
-    printed = [out["data"]["text/plain"] for cell in outputs if cell.cell_type == "code"
-               for out in cell.outputs if "data" in out]
-    assert printed == [str(started[0][1])]        # new.md ran in that kernel
+    assert outputs(cache, tmp_path / "old.md") == ["42"]       # run in a worker, cached
+    assert outputs(cache, tmp_path / "new.md") == [repr((started[0][1], str(tmp_path)))]
+
+
+def test_a_chapter_whose_kernel_dies_costs_only_that_chapter(tmp_path, monkeypatch):
+    """A kernel that dies (a crash, the out-of-memory killer) fails its own chapter: the
+    others are still cached, so the build executes that one chapter only."""
+    folder = book_of(tmp_path, monkeypatch, old="6 * 7", new="import os\nos._exit(1)")
+    assert preexecute.main([str(tmp_path / ".jupyter_cache")]) == 0
+    cache = get_cache(folder)
+    assert outputs(cache, tmp_path / "new.md") is None
+    assert outputs(cache, tmp_path / "old.md") == ["42"]
+
+
+def test_without_an_early_kernel_each_chapter_starts_its_own(tmp_path, monkeypatch):
+    folder = book_of(tmp_path, monkeypatch, old="6 * 7", new="7 * 6")
+    monkeypatch.setattr(preexecute, "start_kernel", lambda path, nb, kernels: None)
+    assert preexecute.main([str(tmp_path / ".jupyter_cache")]) == 0
+    cache = get_cache(folder)
+    assert outputs(cache, tmp_path / "old.md") == outputs(cache, tmp_path / "new.md") == ["42"]
+
+
+def test_another_version_of_any_package_changes_the_key(tmp_path, monkeypatch):
+    """The key names every distribution installed beside torch, with its version."""
+    import sysconfig
+
+    site = tmp_path / "site-packages"
+    (site / "x-1.0.dist-info").mkdir(parents=True)
+    real = sysconfig.get_paths
+    monkeypatch.setattr(sysconfig, "get_paths", lambda *a, **k: {**real(*a, **k), "purelib": str(site)})
+    before = cachekey.key()
+    (site / "x-1.0.dist-info").rename(site / "x-1.1.dist-info")
+    assert cachekey.key() != before
+    (site / "x-1.1.dist-info").rename(site / "y-1.1.dist-info")
+    assert cachekey.key() != before

@@ -59,3 +59,26 @@ def test_freezing_moves_what_exists_out_of_the_collections(hook):
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+def test_the_extension_connects_every_hook():
+    connected = []
+    rebuild.setup(types.SimpleNamespace(connect=lambda event, hook, **kw: connected.append((event, hook))))
+    assert sorted(connected, key=repr) == sorted([
+        ("builder-inited", rebuild.cache_templates),
+        ("env-before-read-docs", rebuild.freeze_environment),
+        ("env-before-read-docs", rebuild.wait_for_preexecute),
+        ("build-finished", rebuild.skip_final_collection)], key=repr)
+
+
+def test_templates_compiled_under_other_options_are_not_reused(tmp_path):
+    """Jinja keys compiled code on the template's source only; the cache's folder covers
+    the rest (here: an option that changes the compiled code), so nothing stale is served."""
+    loader = jinja2.DictLoader({"page.html": "{% if true %}\nA{% endif %}"})
+    rendered = []
+    for trim in (False, True):
+        environment = jinja2.Environment(loader=loader, trim_blocks=trim)
+        rebuild.cache_templates(app_with(tmp_path, templates=types.SimpleNamespace(environment=environment)))
+        rendered.append(environment.get_template("page.html").render())
+    assert rendered == ["\nA", "A"]
+    assert len(list((tmp_path / ".doctrees" / "jinja").iterdir())) == 2

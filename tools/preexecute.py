@@ -4,9 +4,9 @@
 
 `jupyter-book build` (myst-nb, execution mode "cache") executes the
 chapters one after another. This script executes the chapters the cache
-does not hold yet, one fresh kernel per chapter, as many at once as there
-are cores, and stores each in the same jupyter-cache the build reads. The
-build then finds every chapter cached and only renders.
+does not hold yet, one fresh kernel per chapter, in parallel, and stores
+each in the same jupyter-cache the build reads. The build then finds every
+chapter cached and only renders.
 
 What is cached is what myst-nb would have cached: the notebook read by
 myst-nb's own reader (so the cache key, a hash of the code cells and the
@@ -20,7 +20,9 @@ reads (fences.sphinx points myst-nb at it).
 The chapters are checked newest first, and the first one the cache lacks
 gets its kernel at once (``start_kernel``): it boots while the others are
 checked, and that chapter runs in it, in this process. The others run in
-worker processes, one fresh kernel each.
+as many worker processes as there are cores, one fresh kernel each (for a
+while one kernel more than the cores: fewer workers would leave one core
+idle once the first chapter is done).
 """
 from __future__ import annotations
 
@@ -45,36 +47,48 @@ def read(path: Path, text: str | None = None):
 
 
 def execute(job, km=None):
+    """Run one chapter; (path, nb, ok, seconds). Any failure, a kernel that died or never
+    started included, is a chapter not cached, never the end of the other chapters' run."""
     from fences.chapter import cell_timeout
     from fences.upstream import jupyter_cache
 
     path, nb = job
-    ok, seconds = jupyter_cache.execute(nb, cwd=str(path.parent), timeout=cell_timeout(ROOT), km=km)
+    try:
+        ok, seconds = jupyter_cache.execute(nb, cwd=str(path.parent), timeout=cell_timeout(ROOT), km=km)
+    except Exception as error:   # noqa: BLE001 - reported; the build executes it and says why
+        print(f"preexecute: {path.name}: {type(error).__name__}: {error}", flush=True)
+        ok, seconds = False, 0.0
     return path, nb, ok, seconds
 
 
-def start_kernel(path: Path, nb):
+def start_kernel(path: Path, nb, kernels: list):
     """A fresh kernel for ``nb``, started now; None when it cannot start (the run starts one).
 
     The kernel boots while the other chapters are checked against the cache,
     instead of after: nbclient starts it as it would for this notebook
     (``create_kernel_manager``, ``start_new_kernel``: its kernel, arguments and
     working folder), and the chapter then runs in it (``execute(..., km)``).
+    Its manager is added to ``kernels`` before the kernel starts, so that the
+    caller stops it whatever happens next.
     """
-    try:
-        from nbclient import NotebookClient
+    from nbclient import NotebookClient
 
-        client = NotebookClient(nb, resources={"metadata": {"path": str(path.parent)}})
-        client.create_kernel_manager()
+    client = NotebookClient(nb, resources={"metadata": {"path": str(path.parent)}})
+    kernels.append(client.create_kernel_manager())
+    try:
         client.start_new_kernel()
-        return client.km
     except Exception as error:   # noqa: BLE001 - execute() starts its own kernel
         print(f"preexecute: {path.name}: could not start its kernel early ({error})", flush=True)
         return None
+    return client.km
 
 
 def stop_kernel(km) -> None:
-    """Stop a kernel ``start_kernel`` started (nbclient stops only those it starts)."""
+    """Stop a kernel ``start_kernel`` started (nbclient stops only those it starts).
+
+    The kernel client nbclient made for it keeps its sockets until this
+    process ends, a moment later: nbclient closes a client only when it
+    started the kernel too."""
     from nbclient.util import run_sync
 
     if km is not None and km.has_kernel:
@@ -117,8 +131,7 @@ def fill(folder: Path, kernels: list) -> int:
             cache.match_cache_notebook(nb)
         except KeyError:
             if first is None:
-                first, km = (path, nb), start_kernel(path, nb)
-                kernels.append(km)
+                first, km = (path, nb), start_kernel(path, nb, kernels)
             else:
                 rest.append((path, nb))
     return run(cache, first, km, rest)
@@ -141,14 +154,22 @@ def run(cache, first, km, rest) -> int:
         else:
             print(f"preexecute: {name} FAILED; the build will execute it and report the cell", flush=True)
 
-    # forkserver: this process holds a kernel's sockets and an event loop, which a forked
-    # worker must not share.
-    context = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(max(1, min(len(rest), os.cpu_count() or 1)), mp_context=context) as pool:
-        futures = [pool.submit(execute, job) for job in rest]
+    if not rest:
         report(*execute(first, km))
-        for future in futures:
-            report(*future.result())
+        return 0
+    # forkserver: this process holds a kernel's sockets and an event loop, which a forked
+    # worker must not share. The workers start from a server that has imported the executor.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["fences.upstream.jupyter_cache"])
+    with ProcessPoolExecutor(min(len(rest), os.cpu_count() or 1), mp_context=context) as pool:
+        futures = {pool.submit(execute, job): job for job in rest}
+        report(*execute(first, km))
+        for future, (path, nb) in futures.items():
+            try:
+                report(*future.result())
+            except Exception as error:   # noqa: BLE001 - a worker that died: that chapter only
+                print(f"preexecute: {path.relative_to(ROOT)}: worker failed ({error})", flush=True)
+                report(path, nb, False, 0.0)
     return 0
 
 
