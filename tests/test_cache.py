@@ -176,7 +176,7 @@ def test_preexecute_runs_the_newest_chapter_in_the_kernel_it_started_early(tmp_p
     while the other chapters are checked; the chapter runs in that kernel, in its own
     folder, and is cached. The lock is gone before that kernel is stopped: the build
     reads on meanwhile."""
-    folder = book_of(tmp_path, monkeypatch, old="6 * 7", new="import os\nos.getpid(), os.getcwd()")
+    folder = book_of(tmp_path, monkeypatch, old="6 * 7", new='import os\nf"{os.getpid()} {os.getcwd()}"')
     assert preexecute.newest_first([tmp_path / "old.md", tmp_path / "new.md"])[0].name == "new.md"
     started, stopped = [], []
     real_start, real_stop = preexecute.start_kernel, preexecute.stop_kernel
@@ -198,7 +198,7 @@ def test_preexecute_runs_the_newest_chapter_in_the_kernel_it_started_early(tmp_p
     assert stopped == [(True, False)]             # still running after its chapter, lock gone
     cache = get_cache(folder)
     assert outputs(cache, tmp_path / "old.md") == ["42"]       # run in a worker, cached
-    assert outputs(cache, tmp_path / "new.md") == [repr((started[0][1], str(tmp_path)))]
+    assert outputs(cache, tmp_path / "new.md") == [repr(f"{started[0][1]} {tmp_path}")]
 
 
 def test_a_chapter_whose_kernel_dies_costs_only_that_chapter(tmp_path, monkeypatch):
