@@ -2,7 +2,8 @@
 
     python benchmarks/bench.py [--runs N] [--only floor,test,cold,warm]     (make bench)
 
-Measures on this machine and prints a table (median of N runs each):
+Measures on this machine, round by round (each measure once per round, N
+rounds), and prints a table of medians:
 
 - floor: every fence's code executed once, chapter after chapter, in one
   Python process (one torch import, a fresh namespace per chapter). No
