@@ -59,7 +59,7 @@ book: $(SITE)
 # that jupyter-book reads (keyed on torch, fences/ and the installed packages
 # by fences.sphinx itself, so a plain `jupyter-book build .` is honest too).
 # The build starts beside it and waits for it before reading a page
-# (fences.sphinx), so Sphinx's start-up overlaps the kernels.
+# (fences/rebuild.py), so Sphinx's start-up overlaps the kernels.
 # -n: nitpicky, -W: every warning is an error, --keep-going: report them all.
 $(SITE): $(STAMP) $(INPUTS)
 	$(BIN)/python tools/preexecute.py _build/.jupyter_cache & pre=$$!; built=0; \

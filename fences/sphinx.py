@@ -129,14 +129,14 @@ def _ship_wheel(app, exception) -> None:
     """Build this project's wheel beside the notebooks (skipped when fences/ is unchanged)."""
     if exception is not None or app.builder.format != "html":
         return
-    import hashlib
     import subprocess
     import sys
 
+    from . import cachekey
+
     root = Path(__file__).resolve().parent.parent
-    digest = hashlib.sha256()
-    for path in sorted((root / "fences").rglob("*.py")) + [root / "pyproject.toml"]:
-        digest.update(path.read_bytes())
+    digest = hashlib.sha256(cachekey.fences_digest().encode())
+    digest.update((root / "pyproject.toml").read_bytes())
     target = Path(app.outdir) / WHEEL_DIR
     stamp = target / ".wheel-key"
     if stamp.exists() and stamp.read_text() == digest.hexdigest() and any(target.glob("*.whl")):
