@@ -4,8 +4,8 @@ A fence is a code cell that asserts a claim made in the prose beside it.
 This package stays small: a helper lives here only when several chapters
 call it.
 
-- ``raises`` / ``warns``: assert that a call raises (or warns), show the
-  reader the message, and fail loudly when nothing happens.
+- ``raises`` / ``warns``: assert that a call raises (or warns), and fail
+  loudly when nothing happens (the message goes to the record, not the page).
 - ``shares_memory``: do two tensors (or a tensor and an array) use the same
   bytes?
 - ``glue``: publish a computed value to the prose (myst-nb ``glue``), so
@@ -50,6 +50,18 @@ SKIP_MARKER = "[fence not executed here]"
 #: The prefix ``observe`` prints; the test plugin records what follows.
 OBSERVE_MARKER = "[observed]"
 
+#: Set (to "1") in the kernel's environment by the test plugin, which records what
+#: ``observe`` and ``raises`` saw. Unset (the site, a downloaded notebook), they print
+#: nothing: the page stays quiet, and the record keeps every value.
+RECORD_ENV = "TENSOR_FENCES_RECORD"
+
+
+def recording() -> bool:
+    """True in a kernel started by the test plugin (``RECORD_ENV`` set)."""
+    import os
+
+    return os.environ.get(RECORD_ENV) == "1"
+
 from . import grade  # noqa: E402 - graded exercises, fences.grade.prove
 
 _SHOWN = 240  # characters of an exception message shown to the reader
@@ -73,11 +85,13 @@ def raises(expected: type[BaseException] | tuple, match: str):
     """Assert that the block raises ``expected`` with a message matching ``match``.
 
     ``match`` is a regular expression searched in ``str(exception)``.
-    Shows the reader the first line of the message. Fails with
+    Under the test plugin (``recording()``) prints the first line of the message
+    for the record; on a page it prints nothing. Fails with
     "expected X, nothing was raised" when the block completes normally, and
     lets any other exception through unchanged.
     """
     names = _names(expected)
+    _check_pattern(match)
     caught = Caught()
     try:
         yield caught
@@ -90,9 +104,18 @@ def raises(expected: type[BaseException] | tuple, match: str):
                 f"{match!r}:\n{text}"
             ) from exc
         caught.value, caught.message = exc, text
-        print(f"raised {type(exc).__name__}: {_first_line(text)}")
+        if recording():
+            print(f"raised {type(exc).__name__}: {_first_line(text)}")
     else:
         raise AssertionError(f"expected {names} matching {match!r}, nothing was raised")
+
+
+def _check_pattern(match: str) -> None:
+    """A message pattern must say something: one that matches the empty string ("",
+    ".*", "x?") matches every message, so the check would pass on any error."""
+    if not isinstance(match, str) or re.search(match, "") is not None:
+        raise ValueError(f"message pattern {match!r} matches any message: name the "
+                         "message (a part of it that only this error has)")
 
 
 def _named_exactly(exc: BaseException, expected, names: str) -> None:
@@ -111,6 +134,7 @@ def _named_exactly(exc: BaseException, expected, names: str) -> None:
 @contextmanager
 def warns(expected: type[Warning], match: str):
     """Assert that the block emits a warning of ``expected`` matching ``match``."""
+    _check_pattern(match)
     caught = Caught()
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
@@ -118,7 +142,8 @@ def warns(expected: type[Warning], match: str):
     for w in seen:
         if issubclass(w.category, expected) and re.search(match, str(w.message)):
             caught.value, caught.message = w.message, str(w.message)
-            print(f"warned {w.category.__name__}: {_first_line(str(w.message))}")
+            if recording():
+                print(f"warned {w.category.__name__}: {_first_line(str(w.message))}")
             return
     others = "; ".join(f"{w.category.__name__}: {w.message}" for w in seen) or "none"
     raise AssertionError(
@@ -214,15 +239,17 @@ def observe(name: str, value, label: str | None = None):
     in plain words what the value is ("the accelerator torch reports"); the
     "Verified on" page lists a labelled value that differs between releases
     as a behaviour, in those words, and an unlabelled one only in its
-    collapsed list of other recorded values. Prints one line,
-    ``[observed] label (name) = value`` (or ``[observed] name = value``);
-    the test plugin stores name, value and label with the fence's result.
+    collapsed list of other recorded values. Under the test plugin
+    (``recording()``) prints one line, ``[observed] label (name) = value`` (or
+    ``[observed] name = value``), which the plugin stores with the fence's
+    result; on a page it prints nothing.
     ``name`` is letters, digits, ``_``, ``.`` and ``-``.
     """
     if not _OBSERVED_NAME.match(name):
         raise ValueError(f"observe: name {name!r} must be letters, digits, '_', '.' or '-'")
-    shown = f"{' '.join(label.split())} ({name})" if label else name
-    print(f"{OBSERVE_MARKER} {shown} = {' '.join(str(value).splitlines())}")
+    if recording():
+        shown = f"{' '.join(label.split())} ({name})" if label else name
+        print(f"{OBSERVE_MARKER} {shown} = {' '.join(str(value).splitlines())}")
     return value
 
 

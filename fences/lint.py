@@ -11,6 +11,9 @@ What is checked, per chapter:
 - a fence (a code cell tagged ``fence``) without a ``fence-id``, with an id
   that is not lower-case words joined by ``-``, or an id without the tag;
 - a fence with no ``# Proves:`` line;
+- a code cell over ``MAX_VISIBLE_LINES`` lines that is not folded; a
+  ``proof`` tag on a cell that is not a fence; a fence tagged
+  ``remove-cell`` or ``remove-input`` (it would vanish from the page);
 - a fence with no ``assert``, ``raises(``, ``warns(`` or ``prove(``: it
   cannot fail;
 - an ``assert`` that cannot fail: ``assert X == X`` (or ``is``, ``<=``,
@@ -38,9 +41,18 @@ FORBIDDEN_TAGS = {
     "nbval-skip": "a skipped fence cannot fail; gate it with `fences.needs(...)` instead",
 }
 
+#: The fold rule, in one place: a fence tagged ``proof`` is folded, code and output,
+#: behind its ``# Proves:`` text, on the site (``fences.sphinx``), in the downloaded
+#: notebook (``metadata.jupyter.source_hidden``) and so in the PDF printed from the site.
+PROOF_TAG = "proof"
+#: Tags that keep a cell's code off the page until a click (or off it entirely).
+FOLDING_TAGS = {PROOF_TAG, "hide-input", "hide-cell", "remove-input", "remove-cell"}
+#: No code cell shows more lines than this without a click.
+MAX_VISIBLE_LINES = 15
+#: A fence is a claim on the page: it may be folded, never removed from it.
+REMOVING_TAGS = {"remove-cell", "remove-input"}
+
 FENCE_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-#: A fence must contain one of these, or it cannot fail.
-CHECKS = re.compile(r"\bassert\b|\braises\(|\bwarns\(|\bprove\(")
 PROVES = re.compile(r"^\s*#\s*Proves:", re.M)
 _CITED = re.compile(r"^(:{3,}|`{3,})\{cited\}(.*)$")
 _EXERCISE = re.compile(r"^(:{3,}|`{3,})\{exercise\}")
@@ -57,6 +69,29 @@ def fence_id(cell) -> str | None:
 
 def is_fence(cell) -> bool:
     return cell.cell_type == "code" and "fence" in cell.metadata.get("tags", [])
+
+
+def proves(source: str) -> str:
+    """The text of a fence's ``# Proves:`` comment, its continuation lines joined."""
+    lines = source.splitlines()
+    for n, line in enumerate(lines):
+        m = re.match(r"^\s*#\s*Proves:\s*(.*)$", line)
+        if not m:
+            continue
+        words = [m.group(1).strip()]
+        for more in lines[n + 1:]:
+            c = re.match(r"^\s*#\s?(.*)$", more)
+            if not c or re.match(r"\s*Does not prove:", c.group(1)) or not c.group(1).strip():
+                break
+            words.append(c.group(1).strip())
+        return " ".join(w for w in words if w)
+    return ""
+
+
+def fold_caption(source: str) -> tuple[str, str]:
+    """The fold's two summaries: (shown while folded, shown while open)."""
+    claim = proves(source).rstrip(".") or "the claim above"
+    return f"Proof: {claim}. Show the code", f"Proof: {claim}. Hide the code"
 
 
 def tautologies(source: str) -> list[str]:
@@ -81,6 +116,24 @@ def tautologies(source: str) -> list[str]:
             if ast.dump(test.left) == ast.dump(test.comparators[0]) and not _calls(test.left):
                 found.append(text)
     return found
+
+
+def has_check(source: str) -> bool:
+    """An ``assert`` statement or a call of ``raises``/``warns``/``prove`` in the code
+    itself: the word in a comment or a string does not count."""
+    try:
+        tree = ast.parse(_strip_magics(source))
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert):
+            return True
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if name in ("raises", "warns", "prove"):
+                return True
+    return False
 
 
 def _calls(node) -> bool:
@@ -115,8 +168,19 @@ def cell_problems(nb) -> list[str]:
                                 f"{MAX_COLUMNS}: it would wrap or scroll on the page")
         if ident is not None and "fence" not in tags:
             problems.append(f"{where}: has a fence-id but no 'fence' tag")
+        lines = len(cell.source.rstrip().splitlines())
+        if lines > MAX_VISIBLE_LINES and not FOLDING_TAGS & set(tags):
+            problems.append(
+                f"{where}: {lines} lines shown on the page, over {MAX_VISIBLE_LINES}: "
+                "shorten it, or fold it (a fence: tag 'proof'; another cell: 'hide-input')")
+        if PROOF_TAG in tags and "fence" not in tags:
+            problems.append(f"{where}: tagged {PROOF_TAG!r} but not 'fence': only a fence "
+                            "is a proof (fold another cell with 'hide-input')")
         if "fence" not in tags:
             continue
+        for tag in sorted(REMOVING_TAGS & set(tags)):
+            problems.append(f"{where}: a fence tagged {tag!r} would vanish from the page; "
+                            f"fold it with {PROOF_TAG!r} instead")
         if ident is None:
             problems.append(f"{where}: tagged 'fence' without a `:fence-id:` "
                             "(a short id, unique in the book, that keys its results)")
@@ -125,7 +189,7 @@ def cell_problems(nb) -> list[str]:
         if not PROVES.search(cell.source):
             problems.append(f"{where}: tagged 'fence' but has no '# Proves:' line "
                             "saying what it proves")
-        if not CHECKS.search(cell.source):
+        if not has_check(cell.source):
             problems.append(f"{where}: tagged 'fence' but has no assert, raises(), warns() "
                             "or prove() call, so it cannot fail")
         for text in tautologies(cell.source):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import sys
 from collections import defaultdict
@@ -28,7 +29,7 @@ from pathlib import Path
 import pytest
 from nbformat.v4 import new_code_cell
 
-from . import SKIP_MARKER, parse_observed
+from . import RECORD_ENV, SKIP_MARKER, parse_observed
 from . import chapter as chapters
 from . import lint
 from . import record as records
@@ -102,6 +103,8 @@ def pytest_sessionstart(session):
 
 def pytest_configure(config):
     config.pluginmanager.register(Recorder(config), "fences-recorder")
+    # The kernels this suite starts inherit it: fences.observe / raises print for the record.
+    os.environ[RECORD_ENV] = "1"
     if config.option.nbval_cell_timeout == DEFAULT_CELL_TIMEOUT:
         # One place for the cell timeout: the site build's, in _config.yml.
         timeout = chapters.cell_timeout(Path(config.rootpath))

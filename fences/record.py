@@ -463,15 +463,41 @@ def badge(fence: str, runs: list[dict]) -> Badge:
     if found:
         first = found[0]
         more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
-        return Badge("changed", first.text(SHOWN) + more,
+        return Badge("changed", first.text() + more,
                      "; ".join(f"{c.label or c.name}: {c.text()}" for c in found))
     text = f"holds on {span(passed)}"
     title = f"passed on {', '.join(passed)}"
     if skipped:
         gpu = all(GPU_SKIP.search(rec.get("reason", "")) for _, rec in skipped)
-        text += "; GPU part not yet run" if gpu else f"; skipped on {len(skipped)}"
         title += "; skipped on " + ", ".join(f"{rel} ({rec.get('reason', '')})" for rel, rec in skipped)
+        if gpu:
+            return Badge("gpu", f"CPU part holds on {span(passed)}; GPU part not yet run", title)
+        return Badge("skipped", f"{text}; skipped on {len(skipped)}", title)
     return Badge("holds", text, title)
+
+
+#: Badges that carry news; a fence that holds everywhere it ran gets none.
+NEWS = ("changed", "fails", "gpu", "skipped", "none")
+
+
+def page_summary(fences: list[str], runs: list[dict]) -> str:
+    """One line for the top of a page: "All 12 fences on this page hold on 2.8.0 – 2.15.0"
+    and, where some do not, how many carry which news (their badges say what)."""
+    if not fences:
+        return ""
+    badges = [badge(f, runs) for f in fences]
+    releases = [label(run) for run in runs]
+    quiet = sum(b.kind == "holds" for b in badges)
+    words = {"changed": "differ by release or build", "fails": "fail somewhere",
+             "gpu": "have a GPU part not yet run", "skipped": "were skipped somewhere",
+             "none": "are not yet in the record"}
+    news = [f"{sum(b.kind == k for b in badges)} {words[k]}" for k in NEWS
+            if any(b.kind == k for b in badges)]
+    n = len(fences)
+    head = (f"All {n} fences on this page hold on {span(releases)}" if releases and not news
+            else f"{quiet} of the {n} fences on this page hold on {span(releases)}"
+            if releases else f"The {n} fences on this page")
+    return head + (f"; {', '.join(news)} (each is marked)." if news else ".")
 
 
 # --- what a matrix run changed ------------------------------------------------------------

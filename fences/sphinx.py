@@ -35,7 +35,7 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 from . import chapter as chapters
-from . import mutation
+from . import lint, mutation
 from . import rebuild
 from . import record as records
 from . import verified
@@ -88,6 +88,7 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
     for problem in run_problems(nb) if executes else []:
         logger.warning(f"the executed notebook did not run top to bottom: {problem}",
                        location=pagename, type="fences", subtype="notebook")
+    fold_proofs(nb)
     nb.cells[0:0] = setup_cells()
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -123,6 +124,25 @@ def setup_cells() -> list:
 
     return [new_markdown_cell(SETUP_NOTE),
             new_code_cell(SETUP_CODE, metadata={"tags": ["setup-for-download"]})]
+
+
+def fold_proofs(nb) -> None:
+    """Collapse each proof's code and outputs in Jupyter (the fold rule: ``lint.PROOF_TAG``)."""
+    for cell in nb.cells:
+        if cell.cell_type == "code" and lint.PROOF_TAG in cell.metadata.get("tags", []):
+            cell.metadata.setdefault("jupyter", {}).update(source_hidden=True,
+                                                           outputs_hidden=True)
+
+
+def _fold_proofs(app, doctree) -> None:
+    """On the page: each proof folded, code and output, behind its ``# Proves:`` text."""
+    for cell in doctree.findall(nodes.container):
+        if cell.get("nb_element") != "cell_code":
+            continue
+        if lint.PROOF_TAG not in (cell.get("cell_metadata") or {}).get("tags", []):
+            continue
+        source = next((n for n in cell.findall(nodes.literal_block)), None)
+        myst_nb.fold_cell(cell, *lint.fold_caption(source.astext() if source else ""))
 
 
 def _ship_wheel(app, exception) -> None:
@@ -355,11 +375,15 @@ class RecordDirective(SphinxDirective):
 
 
 def _add_badges(app, doctree, docname) -> None:
-    """A badge on every fence: what the record says of it, linking to its row on the Verified-on page.
+    """A badge on each fence whose record carries news (it differs by release or build,
+    fails somewhere, has a part not yet run, or is not in the record), linking to its row
+    on the Verified-on page; and one line under the title for the page's fences.
 
-    The fence's cell gets the id ``fence-<id>``, which the Verified-on page links to.
+    Every fence's cell gets the id ``fence-<id>``, which the Verified-on page links to.
     """
     rec = None
+    ids = []
+    href = app.builder.get_relative_uri(docname, app.config.fences_verified_page)
     for cell in doctree.findall(nodes.container):
         if cell.get("nb_element") != "cell_code":
             continue
@@ -367,12 +391,22 @@ def _add_badges(app, doctree, docname) -> None:
         if not ident:
             continue
         rec = rec or _record(app)
+        ids.append(str(ident))
+        cell["ids"].append(f"fence-{ident}")
         badge = records.badge(str(ident), rec.runs)
-        href = app.builder.get_relative_uri(docname, app.config.fences_verified_page)
+        if badge.kind not in records.NEWS:
+            continue
         link = nodes.reference("", badge.text, refuri=f"{href}#fence-{ident}", reftitle=badge.title,
                                classes=["tf-badge", f"tf-badge-{badge.kind}"])
-        cell["ids"].append(f"fence-{ident}")
         cell.insert(0, nodes.paragraph("", "", link, classes=["tf-badge-line"]))
+    sections = list(doctree.findall(nodes.section))
+    if not ids or not sections or docname == app.config.fences_verified_page:
+        return
+    para = nodes.paragraph(classes=["tf-page-record"])
+    para += nodes.Text(records.page_summary(ids, rec.runs) + " ")
+    para += nodes.reference("", "What changed between releases", refuri=href)
+    title = sections[0].next_node(nodes.title)
+    title.parent.insert(title.parent.index(title) + 1, para)
 
 
 def setup(app):
@@ -383,6 +417,7 @@ def setup(app):
     app.add_directive("record", RecordDirective)
     app.connect("env-get-outdated", _record_outdated)
     app.connect("doctree-resolved", _add_badges)
+    app.connect("doctree-read", _fold_proofs)
     app.add_directive("cited", Cited)
     app.connect("config-inited", _key_the_cache)
     app.connect("doctree-resolved", _executed_with)

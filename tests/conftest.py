@@ -5,5 +5,5 @@ def pytest_terminal_summary(terminalreporter, config):
     """Say whether the must-fail corpus ran in this session or its proof was reused."""
     used = config.cache.get("fences/corpus-proof-used", None)
     if used and not hasattr(config, "workerinput"):
-        terminalreporter.write_line(f"must-fail corpus: {used} (FENCES_RERUN_CORPUS=1 reruns it)")
+        terminalreporter.write_line(f"must-fail corpus: {used} (FENCES_REUSE_OUTCOMES=1 reuses it)")
         config.cache.set("fences/corpus-proof-used", None)

@@ -39,14 +39,37 @@ def test_raises_fails_when_the_message_does_not_match():
 
 def test_raises_lets_another_exception_type_through():
     with pytest.raises(KeyError):
-        with fences.raises(ValueError, ""):
+        with fences.raises(ValueError, "k"):
             raise KeyError("k")
 
 
 def test_raises_accepts_a_tuple_of_types():
     with pytest.raises(AssertionError, match="expected TypeError or ValueError"):
-        with fences.raises((TypeError, ValueError), ""):
+        with fences.raises((TypeError, ValueError), "x"):
             pass
+
+
+@pytest.mark.parametrize("pattern", ["", ".*", "x?", "(?:)"])
+def test_a_pattern_that_matches_any_message_is_refused(pattern):
+    for check in (fences.raises(ValueError, pattern), fences.warns(UserWarning, pattern)):
+        with pytest.raises(ValueError, match="matches any message"):
+            with check:
+                raise ValueError("anything")
+
+
+def test_the_page_is_quiet_outside_the_test_plugin(monkeypatch, capsys):
+    """On a page (no RECORD_ENV), raises / warns / observe print nothing; the
+    plugin's kernels have it set, and then each prints its line for the record."""
+    monkeypatch.delenv(fences.RECORD_ENV, raising=False)
+    with fences.raises(ValueError, "bad"):
+        raise ValueError("bad value")
+    with fences.warns(UserWarning, "careful"):
+        warnings.warn("careful now", UserWarning)
+    assert fences.observe("a.b", 3, label="three") == 3
+    assert capsys.readouterr().out == ""
+    monkeypatch.setenv(fences.RECORD_ENV, "1")
+    fences.observe("a.b", 3, label="three")
+    assert capsys.readouterr().out == "[observed] three (a.b) = 3\n"
 
 
 def test_raises_refuses_a_standard_subclass_it_does_not_name():

@@ -136,3 +136,45 @@ def test_the_books_chapters_pass_the_lint():
     for path in chapter.toc_files(root):
         chapter.read(path)  # raises ChapterError naming every problem
     assert chapter.book_problems(root) == []
+
+
+# --- the three layers: folds, visible length, no vanishing fences -------------------------
+
+def cell(source: str, tags: str, ident: str | None = None) -> str:
+    head = f":tags: [{tags}]\n" + (f":fence-id: {ident}\n" if ident else "")
+    return f"```{{code-cell}} ipython3\n{head}{source}\n```\n"
+
+
+@pytest.mark.parametrize("source", [
+    "# Proves: x.\nprint(1)  # assert nothing here",
+    "# Proves: x.\ns = 'assert this'\nprint(s)",
+    "# Proves: x.\n# with fences.raises(ValueError, 'x'):\nprint(2)",
+])
+def test_a_check_in_a_comment_or_string_does_not_count(source):
+    assert any("cannot fail" in p for p in problems(cell(source, "fence", "a-fence")))
+
+
+def test_a_long_visible_cell_is_refused_and_a_folded_one_passes():
+    long = "# Proves: x.\n" + "\n".join(f"assert {n} == {n} + 0" for n in range(16))
+    assert any("over 15" in p for p in problems(cell(long, "fence", "a-fence")))
+    assert not any("over 15" in p for p in problems(cell(long, "fence, proof", "a-fence")))
+    setup = "\n".join(f"x{n} = {n}" for n in range(16))
+    assert any("over 15" in p for p in problems(cell(setup, "check")))
+    assert not any("over 15" in p for p in problems(cell(setup, "check, hide-input")))
+
+
+@pytest.mark.parametrize("tag", ["remove-cell", "remove-input"])
+def test_a_fence_may_not_be_removed_from_the_page(tag):
+    found = problems(cell("# Proves: x.\nassert len('a') == 1", f"fence, {tag}", "a-fence"))
+    assert any("would vanish from the page" in p for p in found)
+
+
+def test_only_a_fence_is_a_proof():
+    assert any("only a fence is a proof" in p for p in problems(cell("x = 1", "proof")))
+
+
+def test_the_fold_caption_is_the_proves_text():
+    source = "# Proves: every dtype\n# holds it.\n# Does not prove: CUDA.\nassert f()"
+    assert lint.proves(source) == "every dtype holds it."
+    assert lint.fold_caption(source) == ("Proof: every dtype holds it. Show the code",
+                                         "Proof: every dtype holds it. Hide the code")

@@ -275,11 +275,11 @@ def runs(request, tmp_path_factory):
     (again unchanged, then with its second fence edited).
 
     Like the must-fail corpus (tests/test_corpus.py: proven), the outcome under an
-    unchanged ``proof_key()`` is reused from pytest's cache; FENCES_RERUN_CORPUS=1 reruns.
+    unchanged ``proof_key()`` is reused from pytest's cache only with FENCES_REUSE_OUTCOMES=1.
     """
     key, entry = proof_key(), "fences/mutate-proof"
     cached = request.config.cache.get(entry, None)
-    if cached and cached.get("key") == key and not os.environ.get("FENCES_RERUN_CORPUS"):
+    if cached and cached.get("key") == key and os.environ.get("FENCES_REUSE_OUTCOMES") == "1":
         return cached["runs"]
     tmp = tmp_path_factory.mktemp("mutate")
     (tmp / "empty.yml").write_text("[]\n")

@@ -248,7 +248,24 @@ def test_badge_not_yet_run_on_a_gpu():
     runs = [run(r, [rec("a", "skipped", reason=why)]) for r in ("2.8.0", "2.9.1")]
     assert record.badge("a", runs).text == "not yet run on a GPU"
     mixed = runs + [run("2.15.0", [rec("a")])]
-    assert record.badge("a", mixed).text == "holds on 2.15.0; GPU part not yet run"
+    b = record.badge("a", mixed)
+    assert (b.kind, b.text) == ("gpu", "CPU part holds on 2.15.0; GPU part not yet run")
+
+
+def test_a_long_change_is_shown_whole():
+    old, new = "RuntimeError: " + "x" * 60, "NotImplementedError: " + "y" * 60
+    runs = series({"2.8.0": old, "2.15.0": new}, cpu=())
+    assert record.badge("a", runs).text == f"changed in 2.15.0: {old} → {new}"
+
+
+def test_page_summary_counts_only_the_news():
+    runs = [run(r, [rec("a"), rec("b")]) for r in ("2.8.0", "2.15.0")]
+    assert record.page_summary(["a", "b"], runs) == \
+        "All 2 fences on this page hold on 2.8.0 – 2.15.0."
+    assert record.page_summary(["a", "b", "new"], runs) == (
+        "2 of the 3 fences on this page hold on 2.8.0 – 2.15.0; "
+        "1 are not yet in the record (each is marked).")
+    assert record.page_summary([], runs) == ""
 
 
 def test_badge_fails_and_not_yet_in_the_record():

@@ -17,7 +17,8 @@ from pathlib import Path
 from myst_nb.core.read import read_myst_markdown_notebook
 from myst_parser.config.main import MdParserConfig
 
-__all__ = ["read_notebook", "executed_notebook", "cache_path_of", "exec_data", "check"]
+__all__ = ["read_notebook", "executed_notebook", "cache_path_of", "exec_data", "fold_cell",
+           "check"]
 
 
 def read_notebook(path: Path, text: str | None = None):
@@ -57,6 +58,16 @@ def exec_data(env, docname: str) -> dict | None:
     return NbMetadataCollector.get_doc_data(env).get(docname, {}).get("exec_data")
 
 
+def fold_cell(cell, show: str, hide: str) -> None:
+    """Fold a code cell's source and outputs behind one summary, as the ``hide-cell`` tag
+    does: myst-nb's ``HideInputCells`` post-transform reads ``hide_mode``,
+    ``prompt_show`` and ``prompt_hide`` from the cell's container node. Set before
+    post-transforms run (``doctree-read``)."""
+    cell["hide_mode"] = "all"
+    cell["prompt_show"] = show
+    cell["prompt_hide"] = hide
+
+
 def check() -> None:
     from myst_nb.sphinx_ import NbMetadataCollector
 
@@ -69,6 +80,11 @@ def check() -> None:
 
     assert "execution_cache_path" in NbParserConfig.__dataclass_fields__, \
         "myst-nb: NbParserConfig has no execution_cache_path"
+    from myst_nb.sphinx_ import HideInputCells
+
+    source = inspect.getsource(HideInputCells)
+    for name in ("hide_mode", "prompt_show", "prompt_hide"):
+        assert f'"{name}"' in source, f"myst-nb: HideInputCells no longer reads {name!r}"
     import myst_nb.sphinx_ext
 
     assert "jupyter_execute" in inspect.getsource(myst_nb.sphinx_ext), \
