@@ -488,11 +488,17 @@ def page_summary(fences: list[str], runs: list[dict]) -> str:
     badges = [badge(f, runs) for f in fences]
     releases = [label(run) for run in runs]
     quiet = sum(b.kind == "holds" for b in badges)
-    words = {"changed": "differ by release or build", "fails": "fail somewhere",
-             "gpu": "have a GPU part not yet run", "skipped": "were skipped somewhere",
-             "none": "are not yet in the record"}
-    news = [f"{sum(b.kind == k for b in badges)} {words[k]}" for k in NEWS
-            if any(b.kind == k for b in badges)]
+    words = {"changed": ("differs", "differ", "by release or build"),
+             "fails": ("fails", "fail", "somewhere"),
+             "gpu": ("has", "have", "a GPU part not yet run"),
+             "skipped": ("was", "were", "skipped somewhere"),
+             "none": ("is", "are", "not yet in the record")}
+    news = []
+    for kind in NEWS:
+        k = sum(b.kind == kind for b in badges)
+        if k:
+            one, many, rest = words[kind]
+            news.append(f"{k} {one if k == 1 else many} {rest}")
     n = len(fences)
     head = (f"All {n} fences on this page hold on {span(releases)}" if releases and not news
             else f"{quiet} of the {n} fences on this page hold on {span(releases)}"

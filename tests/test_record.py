@@ -264,7 +264,7 @@ def test_page_summary_counts_only_the_news():
         "All 2 fences on this page hold on 2.8.0 – 2.15.0."
     assert record.page_summary(["a", "b", "new"], runs) == (
         "2 of the 3 fences on this page hold on 2.8.0 – 2.15.0; "
-        "1 are not yet in the record (each is marked).")
+        "1 is not yet in the record (each is marked).")
     assert record.page_summary([], runs) == ""
 
 
