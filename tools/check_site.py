@@ -8,8 +8,13 @@ error/traceback/stderr output, every glued value rendered and not bold, no
 console error, the .ipynb download offered, input code that scrolls instead
 of wrapping, no sideways scroll of the whole page, an "Executed with torch"
 line on executed pages, and no serious or critical accessibility violation
-(axe-core, WCAG 2 A/AA: contrast included), and a record badge on
-every fence; the mode asked for is the mode shown. A badge's link must open
+(axe-core, WCAG 2 A/AA: contrast included), a line under the title saying
+what the record holds for the page's fences and a badge only on a fence
+with news; the mode asked for is the mode shown. Then the reader's
+measures of each page (printed for every page): screens at 1400×900 to the
+end of the exercises (at most 20 on a lesson, a page with a ``-reference``
+page), the longest code cell and the outputs shown without a click (at
+most 15 lines), and no ``[observed]`` line. A badge's link must open
 the collapsed grid of the Verified-on page at the fence's row. Then searches for each
 chapter's topic and expects that chapter first. Saves a screenshot per page,
 width and mode under _build/screenshots/ (the workflow keeps them). Exits 1
@@ -65,6 +70,48 @@ LAYOUT_JS = """() => {
     cells: document.querySelectorAll('div.cell').length,
   };
 }"""
+
+
+# The reader's measures of a lesson page (issue: the lesson on top, the proof one click
+# away): how far to the end of the exercises, and what is shown without a click.
+GOALS = {"screens": 20, "visible_cell": 15, "long_outputs": 0, "observed": 0}
+SCREEN = (1400, 900)
+MEASURE_JS = """() => {
+  const shown = el => el.offsetParent !== null && !el.closest('details:not([open])');
+  const lines = el => el.innerText.replace(/\\n$/, '').split('\\n').length;
+  const cells = [...document.querySelectorAll('div.cell_input pre')].filter(shown);
+  const outs = [...document.querySelectorAll('div.cell_output')].filter(shown);
+  const ex = document.querySelector('section#exercises');
+  const end = ex || document.querySelector('article') || document.body;
+  const bottom = end.getBoundingClientRect().bottom + window.scrollY;
+  const text = (document.querySelector('main') || document.body).innerText;
+  return {
+    screens: Math.round(bottom / window.innerHeight * 10) / 10,
+    to: ex ? 'the end of the exercises' : 'the end of the page',
+    visible_cell: Math.max(0, ...cells.map(lines)),
+    long_outputs: outs.filter(o => lines(o) > 15).length,
+    observed: (text.match(/\\[observed\\]/g) || []).length,
+  };
+}"""
+
+
+def measure_problems(facts: dict) -> list[str]:
+    """Each measure above its goal, in a reader's words."""
+    words = {"screens": f"{facts['screens']} screens at 1400×900 to {facts.get('to')}",
+             "visible_cell": f"a code cell shows {facts['visible_cell']} lines without a click",
+             "long_outputs": f"{facts['long_outputs']} visible output(s) over 15 lines",
+             "observed": f"{facts['observed']} [observed] line(s) on the page"}
+    return [f"{words[k]} (goal: at most {goal})" for k, goal in GOALS.items() if facts[k] > goal]
+
+
+def measure(browser, url: str, pagename: str) -> dict:
+    page = browser.new_page(viewport={"width": SCREEN[0], "height": SCREEN[1]},
+                            color_scheme="light")
+    page.goto(f"{url}/{pagename}.html", wait_until="load")
+    page.wait_for_timeout(300)
+    facts = page.evaluate(MEASURE_JS)
+    page.close()
+    return facts
 
 
 def report(label: str, problems: list[str]) -> bool:
@@ -136,9 +183,11 @@ def check_page(page, url: str, pagename: str, view: str = "", scheme: str = "") 
     if page.locator('a[href$=".ipynb"]').count() == 0:
         problems.append("no .ipynb download link")
     fences = page.locator("div.cell.tag_fence").count()
-    badged = page.locator("div.cell.tag_fence > p.tf-badge-line > a.tf-badge").count()
-    if badged != fences:
-        problems.append(f"{fences - badged} of {fences} fences have no record badge")
+    if fences and not page.locator("p.tf-page-record").count():
+        problems.append(f"{fences} fences and no line saying what the record holds for them")
+    quiet = page.locator("a.tf-badge-holds").count()
+    if quiet:
+        problems.append(f"{quiet} badge(s) that carry no news ('holds on ...')")
     theme = page.evaluate("document.documentElement.dataset.theme")
     if scheme and theme != scheme:
         problems.append(f"asked for {scheme} mode, the page is in {theme!r} mode")
@@ -244,7 +293,24 @@ BAD = HEAD.format(title="Bad page") + """<body><main>
 #: Each defect planted in BAD, and the words the checker must fail it with.
 PLANTED = ["traceback output", "Traceback (most recent", "rendered empty", "no .ipynb download",
            "console: boom", "rendered bold", "wrap lines", "scrolls sideways",
-           "no 'Executed with torch", "color-contrast", "1 of 1 fences have no record badge"]
+           "no 'Executed with torch", "color-contrast", "1 fences and no line saying",
+           "badge(s) that carry no news"]
+#: A lesson planted with each measure over its goal, and one within every goal.
+LONG = "\n".join(f"x{n} = {n}" for n in range(20))
+BAD_LESSON = HEAD.format(title="Long lesson") + f"""<body><main><article>
+<h1>Long lesson</h1><div style="height:{26 * SCREEN[1]}px">prose</div>
+<div class="cell"><div class="cell_input"><pre>{LONG}</pre></div>
+<div class="cell_output"><pre>{LONG}</pre></div></div>
+<details><summary>Proof</summary><div class="cell_input"><pre>{LONG}{LONG}</pre></div></details>
+<p>[observed] x = 1</p><section id="exercises"><h2>Exercises</h2></section>
+</article></main></body></html>"""
+GOOD_LESSON = HEAD.format(title="Short lesson") + f"""<body><main><article>
+<h1>Short lesson</h1><div class="cell"><div class="cell_input"><pre>x = 1</pre></div></div>
+<details><summary>Proof</summary><div class="cell_input"><pre>{LONG}</pre></div></details>
+<section id="exercises"><h2>Exercises</h2></section>
+<div style="height:{40 * SCREEN[1]}px">the reference, after the exercises</div>
+</article></main></body></html>"""
+MEASURED = ["26.", "shows 20 lines", "1 visible output(s)", "1 [observed] line"]
 
 
 def self_test(browser) -> list[str]:
@@ -256,8 +322,18 @@ def self_test(browser) -> list[str]:
         for name, text in (("good", GOOD), ("bad", BAD)):
             Path(tmp, f"{name}.html").write_text(text)
         Path(tmp, "good.ipynb").write_text("{}")
+        Path(tmp, "lesson-bad.html").write_text(BAD_LESSON)
+        Path(tmp, "lesson-good.html").write_text(GOOD_LESSON)
         server, url = serve(Path(tmp))
         try:
+            for name, expected in (("lesson-good", []), ("lesson-bad", MEASURED)):
+                problems = measure_problems(measure(browser, url, name))
+                if not expected and problems:
+                    failures.append(f"self-test: a lesson within the goals was failed: {problems}")
+                for e in expected:
+                    if not any(e in p for p in problems):
+                        failures.append(f"self-test: the long lesson was not failed for {e!r}: "
+                                        f"{problems}")
             for name, expected in (("good", []), ("bad", PLANTED)):
                 page = browser.new_page(viewport={"width": 390, "height": 800})
                 problems = check_page(page, url, name)
@@ -296,6 +372,17 @@ def main(argv: list[str]) -> int:
                     page.close()
                     checks += 1
                     failures += report(f"{name} ({width} px, {mode})", problems)
+            for name in pages:
+                facts = measure(browser, url, name)
+                lesson = f"{name}-reference" in pages
+                print(f"     measures {name}: {facts['screens']} screens to {facts['to']}, "
+                      f"longest visible cell {facts['visible_cell']} lines, "
+                      f"{facts['long_outputs']} visible outputs over 15 lines, "
+                      f"{facts['observed']} [observed] lines", flush=True)
+                problems = measure_problems(facts) if lesson else [
+                    p for p in measure_problems({**facts, "screens": 0})]
+                checks += 1
+                failures += report(f"{name}: the reader's measures", problems)
             for query, chapter in SEARCHES.items():
                 page = browser.new_page()
                 problems = check_search(page, url, query, chapter)
