@@ -27,6 +27,7 @@ Enabled in ``_config.yml`` under ``sphinx: extra_extensions``.
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 from docutils import nodes
@@ -35,7 +36,7 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 from . import chapter as chapters
-from . import lint, mutation
+from . import jupyter, lint, mutation
 from . import rebuild
 from . import record as records
 from . import verified
@@ -88,8 +89,10 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
     for problem in run_problems(nb) if executes else []:
         logger.warning(f"the executed notebook did not run top to bottom: {problem}",
                        location=pagename, type="fences", subtype="notebook")
-    fold_proofs(nb)
-    nb.cells[0:0] = setup_cells()
+    base = app.config.html_baseurl
+    jupyter.for_jupyter(nb, getattr(app.config, "extlinks", None) or {},
+                        base.rstrip("/") + "/" if base else "../../")
+    nb.cells[0:0] = setup_cells(nb, app)
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, target)
@@ -98,80 +101,130 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
 
 #: The wheel of this project, shipped beside the downloadable notebooks.
 WHEEL_DIR = "_sources/book"
-REPOSITORY = "https://github.com/tensor-fences/tensor-fences"
 
-SETUP_NOTE = """**Run this first** if you downloaded this notebook. The next cell installs
-the book's helpers (the `fences` package) and what the chapter imports, when they
-are missing: from `tensor_fences-*.whl` if you saved it beside this notebook (the
-site offers it next to every notebook), otherwise from the book's repository,
-{repository}. You need Python 3.10+ with pip and Jupyter.""".format(repository=REPOSITORY)
+SETUP_NOTE = """**Run the next cell first** if you downloaded this notebook. It installs what
+this chapter imports, at the versions the site ran it with: {needs}, and the book's
+helpers (the `fences` package) from `{wheel}`, which the site offers beside this
+notebook: save it in the same folder. When all of them are there already, it installs
+nothing. It does not install torch: the site ran torch {torch}; yours is printed."""
 
-SETUP_CODE = f"""# Installs the book's helpers if they are missing; does nothing otherwise.
-import glob, importlib.util, subprocess, sys
-if importlib.util.find_spec("fences") is None:
-    wheels = sorted(glob.glob("tensor_fences-*.whl"))
-    if wheels:  # saved beside this notebook
-        source = wheels[-1] + "[book]"
-    else:
-        source = "tensor-fences[book] @ git+{REPOSITORY}"
-    subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", source])
-    importlib.invalidate_caches()"""
+SETUP_CODE = """# Installs what this chapter imports, pinned; installs nothing when all are present.
+import importlib, importlib.metadata as md, pathlib, subprocess, sys
+NEEDS = {needs!r}
+WHEEL = {wheel!r}  # the book's helpers, saved beside this notebook
 
 
-def setup_cells() -> list:
-    """The first cells of a downloaded notebook: say what to do, then install what it needs."""
-    from nbformat.v4 import new_code_cell, new_markdown_cell
-
-    return [new_markdown_cell(SETUP_NOTE),
-            new_code_cell(SETUP_CODE, metadata={"tags": ["setup-for-download"]})]
-
-
-def fold_proofs(nb) -> None:
-    """Collapse each proof's code and outputs in Jupyter (the fold rule: ``lint.PROOF_TAG``)."""
-    for cell in nb.cells:
-        if cell.cell_type == "code" and lint.PROOF_TAG in cell.metadata.get("tags", []):
-            cell.metadata.setdefault("jupyter", {}).update(source_hidden=True,
-                                                           outputs_hidden=True)
+def installed(name):
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return None
 
 
-def _fold_proofs(app, doctree) -> None:
-    """On the page: each proof folded, code and output, behind its ``# Proves:`` text."""
-    for cell in doctree.findall(nodes.container):
-        if cell.get("nb_element") != "cell_code":
-            continue
-        if lint.PROOF_TAG not in (cell.get("cell_metadata") or {}).get("tags", []):
-            continue
-        source = next((n for n in cell.findall(nodes.literal_block)), None)
-        myst_nb.fold_cell(cell, *lint.fold_caption(source.astext() if source else ""))
+todo = [f"{{n}}=={{v}}" for n, v in NEEDS.items() if installed(n) != v]
+if installed("tensor-fences") != {version!r}:
+    if not pathlib.Path(WHEEL).exists():
+        raise FileNotFoundError(f"save {{WHEEL}} (offered beside this notebook) here")
+    todo.append(WHEEL)
+if todo:
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", *todo])
+    importlib.invalidate_caches()
+print("torch", installed("torch"), "(the site ran {torch})")"""
 
 
-def _ship_wheel(app, exception) -> None:
-    """Build this project's wheel beside the notebooks (skipped when fences/ is unchanged)."""
-    if exception is not None or app.builder.format != "html":
-        return
-    import subprocess
+def chapter_needs(nb) -> dict[str, str]:
+    """What the chapter's code imports, as distribution -> installed version (not torch,
+    not this project, not the standard library)."""
+    import ast
     import sys
+    from importlib import metadata
+
+    modules = set()
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(lint._strip_magics(cell.source))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                modules |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                modules.add(node.module.split(".")[0])
+    owners = metadata.packages_distributions()
+    needs = {}
+    for module in sorted(modules - set(sys.stdlib_module_names) - {"torch", "fences"}):
+        for dist in owners.get(module, []):
+            needs[dist] = metadata.version(dist)
+    return needs
+
+
+def wheel_version() -> str:
+    """This project's version with the digest of what the wheel holds: a new build of
+    other content is a new version, so pip never reuses a stale copy."""
+    import tomllib
 
     from . import cachekey
 
     root = Path(__file__).resolve().parent.parent
     digest = hashlib.sha256(cachekey.fences_digest().encode())
     digest.update((root / "pyproject.toml").read_bytes())
+    base = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
+    return f"{base}+g{digest.hexdigest()[:12]}"
+
+
+def wheel_name() -> str:
+    return f"tensor_fences-{wheel_version()}-py3-none-any.whl"
+
+
+def setup_cells(nb, app=None) -> list:
+    """The first cells of a downloaded notebook: say what to do, then install what it needs."""
+    from nbformat.v4 import new_code_cell, new_markdown_cell
+
+    from . import installed_torch_version
+
+    needs = chapter_needs(nb)
+    torch = str(installed_torch_version())
+    listed = ", ".join(f"{n} {v}" for n, v in needs.items()) or "nothing else"
+    note = SETUP_NOTE.format(needs=listed, wheel=wheel_name(), torch=torch)
+    code = SETUP_CODE.format(needs=needs, wheel=wheel_name(), version=wheel_version(),
+                             torch=torch)
+    return [new_markdown_cell(note),
+            new_code_cell(code, metadata={"tags": ["setup-for-download"]})]
+
+
+def _ship_wheel(app, exception) -> None:
+    """Build this project's wheel beside the notebooks, its version naming its content
+    (``wheel_version``); nothing to do when that wheel is there already."""
+    if exception is not None or app.builder.format != "html":
+        return
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    root = Path(__file__).resolve().parent.parent
     target = Path(app.outdir) / WHEEL_DIR
-    stamp = target / ".wheel-key"
-    if stamp.exists() and stamp.read_text() == digest.hexdigest() and any(target.glob("*.whl")):
+    if (target / wheel_name()).exists():
         return
     target.mkdir(parents=True, exist_ok=True)
     for old in target.glob("*.whl"):
         old.unlink()
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                           "--no-build-isolation", "-w", str(target), str(root)],
-                          capture_output=True, text=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        # A copy whose pyproject names the version: setuptools reads no other override.
+        shutil.copytree(root / "fences", Path(tmp) / "fences",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        text = (root / "pyproject.toml").read_text()
+        (Path(tmp) / "pyproject.toml").write_text(
+            re.sub(r'(?m)^version = ".*"$', f'version = "{wheel_version()}"', text, count=1))
+        shutil.copy(root / "README.md", Path(tmp) / "README.md")
+        done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                               "--no-build-isolation", "-w", str(target), tmp],
+                              capture_output=True, text=True)
     if done.returncode != 0:
         logger.warning(f"could not build the wheel for downloaded notebooks: {done.stderr[-500:]}",
                        type="fences", subtype="wheel")
-        return
-    stamp.write_text(digest.hexdigest())
 
 
 def run_problems(nb) -> list[str]:
@@ -256,6 +309,20 @@ def _executed_with(app, doctree, docname) -> None:
                        f"{when:%Y-%m-%d}. Every fence on this page passed in that run.")
     title = sections[0].next_node(nodes.title)
     title.parent.insert(title.parent.index(title) + 1, para)
+
+
+def _repository_buttons(app, config) -> None:
+    """One setting, ``repository.url`` in _config.yml: set, the site shows the repository
+    button and the launch buttons (Colab, Binder); unset, nothing points at a repository."""
+    options = config.html_theme_options
+    url = options.get("repository_url") or ""
+    options["use_repository_button"] = bool(url)
+    launch = options.setdefault("launch_buttons", {})
+    if url:
+        launch.setdefault("colab_url", "https://colab.research.google.com")
+        launch.setdefault("binderhub_url", "https://mybinder.org")
+    else:
+        launch.update(colab_url="", binderhub_url="")
 
 
 def _key_the_cache(app, config) -> None:
@@ -420,6 +487,7 @@ def setup(app):
     app.connect("doctree-read", _fold_proofs)
     app.add_directive("cited", Cited)
     app.connect("config-inited", _key_the_cache)
+    app.connect("config-inited", _repository_buttons)
     app.connect("doctree-resolved", _executed_with)
     app.connect("build-finished", _ship_wheel)
     app.connect("builder-inited", _check_book)

@@ -17,7 +17,9 @@ from pathlib import Path
 from myst_nb.core.read import read_myst_markdown_notebook
 from myst_parser.config.main import MdParserConfig
 
-__all__ = ["read_notebook", "executed_notebook", "cache_path_of", "exec_data", "fold_cell",
+from myst_nb.core.variables import format_plain_text  # how {glue:text} formats a value
+
+__all__ = ["format_plain_text", "read_notebook", "executed_notebook", "cache_path_of", "exec_data", "fold_cell",
            "check"]
 
 

@@ -1,0 +1,165 @@
+"""The downloaded notebook, written for Jupyter rather than for Sphinx.
+
+A chapter's Markdown is MyST: roles, directives and glued values that only
+the site build understands. ``for_jupyter`` turns the executed notebook into
+one that reads well in JupyterLab or Colab:
+
+- ``{glue:text}`name``` (and ``{glue:md}``) becomes the value the build
+  computed; the hidden glue outputs are dropped;
+- ``{torch}``, ``{numpy}``, ``{torchdoc}`` become links to the reference docs
+  (the site's ``extlinks``), ``{term}`` a link to the glossary, ``{ref}`` and
+  other roles their text;
+- ``{cited}`` and admonitions become quoted blocks with their label, an
+  ``{exercise}`` a heading, links to ``other.md`` links to the site's page;
+- the cells of a solution are collapsed (``metadata.jupyter``), so is each
+  proof (the fold rule, ``fences.lint.PROOF_TAG``) and each setup cell.
+
+``myst_left`` finds what a Markdown cell still holds of MyST (empty when
+none): ``make check-site`` fails a notebook that has any, or an open solution.
+"""
+from __future__ import annotations
+
+import re
+
+from . import lint
+
+ROLE = re.compile(r"\{([a-z:]+)\}`([^`]*)`")
+DIRECTIVE = re.compile(r"^(`{3,}|:{3,})\{([a-z-]+)\}[ \t]*(.*)$")
+OPTION = re.compile(r"^:([\w-]+):[ \t]*(.*)$")
+LINK = re.compile(r"\]\((?!https?:|#|mailto:)([^)\s]+?)\.md(#[^)]*)?\)")
+TARGET = re.compile(r"^\(([^)\s]+)\)=\s*$", re.M)
+LEFT = re.compile(r"\[missing value: |\{[a-z:]+\}`|^(`{3,}|:{3,})\{|^\([\w-]+\)=\s*$|\]\([^)]*\.md[)#]", re.M)
+#: Tags whose cells are collapsed in Jupyter: setup the reader need not read.
+COLLAPSED = {lint.PROOF_TAG: True, "hide-input": False, "hide-cell": True,
+             "remove-input": False, "remove-cell": True}
+LABELS = {"note": "Note", "tip": "Tip", "warning": "Warning", "important": "Important",
+          "admonition": ""}
+
+
+def glued_values(nb) -> dict[str, dict]:
+    """Every value a cell glued (myst-nb's ``scrapbook`` outputs): name -> mime bundle."""
+    found = {}
+    for cell in nb.cells:
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            meta = (out.get("metadata") or {}).get("scrapbook")
+            if meta:
+                prefix = len(meta.get("mime_prefix", ""))
+                found[meta["name"]] = {k[prefix:]: v for k, v in out.get("data", {}).items()}
+    return found
+
+
+def _role(kind: str, text: str, glued: dict, ext: dict, site: str) -> str:
+    if kind.startswith("glue"):
+        from .upstream.myst_nb import format_plain_text
+
+        key, _, spec = text.partition(":")
+        data = glued.get(key)
+        if data is None:
+            return f"[missing value: {key}]"  # myst_left reports it
+        if kind == "glue:md" and "text/markdown" in data:
+            return "".join(data["text/markdown"])
+        return format_plain_text("".join(data.get("text/plain", key)), spec)
+    m = re.match(r"^(.*?)\s*(?:<([^>]*)>)?$", text, re.S)
+    shown, target = (m.group(1) or text), m.group(2)
+    if kind in ext:
+        pattern, caption = ext[kind]
+        return f"[`{caption % shown}`]({pattern % (target or shown)})"
+    if kind == "term":
+        return f"[{shown}]({site}book/glossary.html)"
+    if kind == "math":
+        return f"${shown}$"
+    return f"`{shown}`" if kind in ("code", "literal") else shown
+
+
+def markdown(source: str, glued: dict, ext: dict, site: str) -> str:
+    """A MyST Markdown cell as plain (Jupyter) Markdown."""
+    out: list[str] = []
+    lines = source.splitlines()
+    n = 0
+    while n < len(lines):
+        m = DIRECTIVE.match(lines[n])
+        if not m:
+            out.append(lines[n])
+            n += 1
+            continue
+        fence, kind, title = m.groups()
+        options, n = {}, n + 1
+        while n < len(lines) and OPTION.match(lines[n]):
+            key, value = OPTION.match(lines[n]).groups()
+            options[key] = value
+            n += 1
+        body = []
+        while n < len(lines) and lines[n].rstrip() != fence:
+            body.append(lines[n])
+            n += 1
+        n += 1  # the closing fence
+        text = "\n".join(body).strip("\n")
+        if kind == "cited":
+            head = "Cited, not verified here" + (f": {title}" if title else "")
+            src = options.get("source", "")
+            text += f"\n\nSource: <{src}> ({options.get('version', '')})"
+        elif kind == "exercise":
+            out.append(f"### Exercise: {title}".rstrip(": ") + "\n\n" + text)
+            continue
+        elif kind in ("solution-start", "solution-end"):
+            out.append("**Solution** (collapsed below: expand the cells to see it)"
+                       if kind == "solution-start" else "")
+            continue
+        else:
+            head = title or LABELS.get(kind, kind.capitalize())
+        quoted = "\n".join(f"> {line}".rstrip() for line in text.splitlines())
+        out.append(f"> **{head}**\n>\n{quoted}")
+    text = "\n".join(out)
+    text = TARGET.sub("", text)
+    text = ROLE.sub(lambda r: _role(r.group(1), r.group(2), glued, ext, site), text)
+    return LINK.sub(lambda m: f"]({site}book/{m.group(1)}.html{m.group(2) or ''})", text)
+
+
+def myst_left(nb) -> list[str]:
+    """What the Markdown cells still hold of MyST syntax, one line each."""
+    return [f"markdown cell {n}: {m.group(0)!r}" for n, cell in enumerate(nb.cells)
+            if cell.cell_type == "markdown" for m in LEFT.finditer(cell.source)]
+
+
+def open_solutions(nb) -> list[str]:
+    """Code cells of a solution that Jupyter would show open."""
+    problems, inside = [], False
+    for n, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown" and "**Solution**" in cell.source:
+            inside = True
+        elif cell.cell_type == "markdown" and cell.source.lstrip().startswith("#"):
+            inside = False
+        elif cell.cell_type == "code" and inside and not \
+                cell.metadata.get("jupyter", {}).get("source_hidden"):
+            problems.append(f"code cell {n} of a solution is open")
+    return problems
+
+
+def for_jupyter(nb, ext: dict, site: str = "../../"):
+    """``nb`` (executed, MyST) rewritten for Jupyter, in place; returns it.
+
+    ``ext``: the site's extlinks (role -> (url pattern, caption pattern)).
+    ``site``: where the site's pages are, relative to the notebook or absolute.
+    """
+    glued = glued_values(nb)
+    in_solution = False
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            starts = re.search(r"^`{3,}\{solution-start\}", cell.source, re.M)
+            ends = re.search(r"^`{3,}\{solution-end\}", cell.source, re.M)
+            cell.source = markdown(cell.source, glued, ext, site).strip("\n")
+            in_solution = bool(starts) or (in_solution and not ends)
+            continue
+        if cell.cell_type != "code":
+            continue
+        cell.outputs = [o for o in cell.get("outputs", [])
+                        if "scrapbook" not in (o.get("metadata") or {})]
+        tags = set(cell.metadata.get("tags", []))
+        folds = [COLLAPSED[t] for t in tags & set(COLLAPSED)]
+        if in_solution or folds:
+            fold = {"source_hidden": True}
+            if in_solution or any(folds):
+                fold["outputs_hidden"] = True
+            cell.metadata.setdefault("jupyter", {}).update(fold)
+    nb.cells = [c for c in nb.cells if c.cell_type != "markdown" or c.source.strip()]
+    return nb

@@ -1,0 +1,131 @@
+"""The downloaded notebook reads as Jupyter Markdown (fences.jupyter), and the wheel
+the site ships beside it installs into a fresh environment and imports."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from fences import jupyter
+
+EXT = {"torch": ("https://docs.pytorch.org/docs/2.13/generated/%s.html", "%s")}
+MYST = """(a-target)=
+## Sums
+
+The sum is {glue:text}`total:.1f`, see {torch}`torch.sum` and the {term}`dtype`,
+and [the views chapter](views.md#strides). {ref}`Reference <creation-reference>`.
+
+```{cited} A claim
+:source: https://example.org/doc
+:version: 1.0
+
+CUDA is asynchronous.
+```
+
+:::{note}
+A note.
+:::
+
+```{exercise} Make zeros
+:label: ex-zeros
+
+Make a tensor.
+```
+"""
+
+
+def glue_output(name: str, value: str):
+    return new_output("display_data", data={"application/papermill.record/text/plain": value},
+                      metadata={"scrapbook": {"name": name,
+                                              "mime_prefix": "application/papermill.record/"}})
+
+
+def notebook():
+    compute = new_code_cell("fences.glue('total', 2.0)", outputs=[glue_output("total", "2.0")])
+    proof = new_code_cell("# Proves: all.\nassert f()", metadata={"tags": ["fence", "proof"]})
+    lesson = new_code_cell("assert 1 + 1 == 2", metadata={"tags": ["fence"]})
+    solution = new_code_cell("fences.grade.prove(check, solution=1, wrong=[])",
+                             metadata={"tags": ["fence"]})
+    return new_notebook(cells=[
+        compute, new_markdown_cell(MYST), lesson, proof,
+        new_markdown_cell("````{solution-start} ex-zeros\n:class: dropdown\n````"), solution,
+        new_markdown_cell("````{solution-end}\n````\n\n## Next"), new_code_cell("x = 1")])
+
+
+def test_myst_becomes_jupyter_markdown():
+    nb = jupyter.for_jupyter(notebook(), EXT, "https://site.example/")
+    text = nb.cells[1].source
+    assert "The sum is 2.0, see [`torch.sum`](https://docs.pytorch.org/docs/2.13/generated/" \
+           "torch.sum.html) and the [dtype](https://site.example/book/glossary.html)" in text
+    assert "[the views chapter](https://site.example/book/views.html#strides)" in text
+    assert "> **Cited, not verified here: A claim**" in text
+    assert "> Source: <https://example.org/doc> (1.0)" in text
+    assert "> **Note**\n>\n> A note." in text
+    assert "### Exercise: Make zeros\n\nMake a tensor." in text
+    assert "(a-target)=" not in text and "Reference" in text
+    assert jupyter.myst_left(nb) == []
+    assert nb.cells[0].outputs == []  # the glue output is in the text, not under the cell
+
+
+def test_raw_myst_is_reported():
+    """The must-fail twin: the same notebook, not converted, is refused."""
+    left = "\n".join(jupyter.myst_left(notebook()))
+    for piece in ("{glue:text}`", "{torch}`", "```{", ":::{", "(a-target)=", "views.md#"):
+        assert piece in left, piece
+
+
+def test_proofs_and_solutions_are_collapsed_and_the_lesson_is_open():
+    nb = jupyter.for_jupyter(notebook(), EXT)
+    hidden = [c.metadata.get("jupyter", {}) for c in nb.cells if c.cell_type == "code"]
+    assert hidden == [{}, {}, {"source_hidden": True, "outputs_hidden": True},
+                      {"source_hidden": True, "outputs_hidden": True}, {}]
+    assert jupyter.open_solutions(nb) == []
+    assert "**Solution**" in nb.cells[4].source
+    opened = nbformat.from_dict(nb)
+    opened.cells[5].metadata["jupyter"] = {}
+    assert jupyter.open_solutions(opened) == ["code cell 5 of a solution is open"]
+
+
+def test_a_missing_glued_value_is_reported():
+    nb = notebook()
+    nb.cells[0].outputs = []
+    jupyter.for_jupyter(nb, EXT)
+    assert any("[missing value: " in p for p in jupyter.myst_left(nb))
+
+
+def test_the_wheel_installs_and_imports_in_a_fresh_venv(tmp_path):
+    """The wheel the site ships holds every module of the package (fences.upstream too)
+    and names its content in its version."""
+    from fences import sphinx
+
+    done = subprocess.run([sys.executable, "-c", "from fences import sphinx; from types import "
+                           "SimpleNamespace as S; import pathlib; sphinx._ship_wheel(S(outdir="
+                           f"'{tmp_path}', builder=S(format='html')), None)"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    (wheel,) = (tmp_path / sphinx.WHEEL_DIR).glob("*.whl")
+    assert wheel.name == sphinx.wheel_name() and "+g" in wheel.name
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "fences/upstream/myst_nb.py" in names and "fences/jupyter.py" in names
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path("
+                           "'purelib'))"], capture_output=True, text=True).stdout.strip()
+    import sysconfig
+    # What the package imports (sphinx, nbformat, ...) from this environment, after the
+    # fresh one's own folder: `fences` itself can only come from the wheel.
+    (Path(site) / "parent.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)],
+                   check=True)
+    probe = ("import pkgutil, importlib, fences; mods = [m.name for m in pkgutil.walk_packages("
+             "fences.__path__, 'fences.')]; [importlib.import_module(m) for m in mods]; "
+             "print(fences.__file__, len(mods))")
+    out = subprocess.run([str(python), "-I", "-c", probe], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert str(venv) in out.stdout  # the wheel's copy, not this checkout's
