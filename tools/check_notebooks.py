@@ -7,7 +7,10 @@ from the served site into an empty folder, creates a fresh virtual
 environment holding only torch (``TORCH``, from the local wheel cache is
 fine: a reader has torch already) and a Jupyter runner (nbclient, ipykernel),
 and executes the notebook top to bottom there. The notebook's own first cell
-must install everything else. Fails on any error, naming the chapter.
+must install everything else. Before running it, reads it as Jupyter would
+show it: no MyST syntax left in a Markdown cell, no solution open, and no
+link to a repository (``fences.jupyter``). Fails on any error, naming the
+chapter.
 """
 from __future__ import annotations
 
@@ -48,6 +51,20 @@ def download(url: str, target: Path) -> Path:
     return target
 
 
+def reading_problems(path: Path) -> list[str]:
+    """What a reader opening the notebook in Jupyter would find wrong."""
+    import nbformat
+
+    from fences import jupyter
+
+    nb = nbformat.read(path, as_version=4)
+    text = "\n".join(c.source for c in nb.cells)
+    problems = jupyter.myst_left(nb) + jupyter.open_solutions(nb)
+    if "git+" in text or "tensor-fences/tensor-fences" in text:
+        problems.append("installs from or points at a repository that _config.yml does not set")
+    return problems
+
+
 def main(argv: list[str]) -> int:
     site = Path(argv[0]) if argv else ROOT / "_build" / "html"
     wheels = sorted((site / WHEEL_DIR).glob("*.whl"))
@@ -67,6 +84,7 @@ def main(argv: list[str]) -> int:
                 work = Path(tmp) / name.replace("/", "_")
                 work.mkdir()
                 nb = download(f"{url}/_sources/{name}.ipynb", work / f"{Path(name).stem}.ipynb")
+                failures += report(f"{name}: reads as Jupyter Markdown", reading_problems(nb))
                 download(f"{url}/{WHEEL_DIR}/{wheels[-1].name}", work / wheels[-1].name)
                 start = time.monotonic()
                 run = subprocess.run([str(python.parent / "jupyter-execute"), "--timeout=600",
