@@ -27,8 +27,9 @@ ROLE = re.compile(r"\{([a-z:]+)\}`([^`]*)`")
 DIRECTIVE = re.compile(r"^(`{3,}|:{3,})\{([a-z-]+)\}[ \t]*(.*)$")
 OPTION = re.compile(r"^:([\w-]+):[ \t]*(.*)$")
 LINK = re.compile(r"\]\((?!https?:|#|mailto:)([^)\s]+?)\.md(#[^)]*)?\)")
+SUBSTITUTION = re.compile(r"\{\{\s*([\w-]+)\s*\}\}")
 TARGET = re.compile(r"^\(([^)\s]+)\)=\s*$", re.M)
-LEFT = re.compile(r"\[missing value: |\{[a-z:]+\}`|^(`{3,}|:{3,})\{|^\([\w-]+\)=\s*$|\]\([^)]*\.md[)#]", re.M)
+LEFT = re.compile(r"\{\{\s*[\w-]+\s*\}\}|\[missing value: |\{[a-z:]+\}`|^(`{3,}|:{3,})\{|^\([\w-]+\)=\s*$|\]\([^)]*\.md[)#]", re.M)
 #: Tags whose cells are collapsed in Jupyter: setup the reader need not read.
 COLLAPSED = {lint.PROOF_TAG: True, "hide-input": False, "hide-cell": True,
              "remove-input": False, "remove-cell": True}
@@ -71,8 +72,10 @@ def _role(kind: str, text: str, glued: dict, ext: dict, site: str) -> str:
     return f"`{shown}`" if kind in ("code", "literal") else shown
 
 
-def markdown(source: str, glued: dict, ext: dict, site: str) -> str:
-    """A MyST Markdown cell as plain (Jupyter) Markdown."""
+def markdown(source: str, glued: dict, ext: dict, site: str, subs: dict | None = None) -> str:
+    """A MyST Markdown cell as plain (Jupyter) Markdown (``subs``: the site's
+    ``{{ name }}`` substitutions)."""
+    source = SUBSTITUTION.sub(lambda m: str((subs or {}).get(m.group(1), m.group(0))), source)
     out: list[str] = []
     lines = source.splitlines()
     n = 0
@@ -135,7 +138,7 @@ def open_solutions(nb) -> list[str]:
     return problems
 
 
-def for_jupyter(nb, ext: dict, site: str = "../../"):
+def for_jupyter(nb, ext: dict, site: str = "../../", subs: dict | None = None):
     """``nb`` (executed, MyST) rewritten for Jupyter, in place; returns it.
 
     ``ext``: the site's extlinks (role -> (url pattern, caption pattern)).
@@ -147,7 +150,7 @@ def for_jupyter(nb, ext: dict, site: str = "../../"):
         if cell.cell_type == "markdown":
             starts = re.search(r"^`{3,}\{solution-start\}", cell.source, re.M)
             ends = re.search(r"^`{3,}\{solution-end\}", cell.source, re.M)
-            cell.source = markdown(cell.source, glued, ext, site).strip("\n")
+            cell.source = markdown(cell.source, glued, ext, site, subs).strip("\n")
             in_solution = bool(starts) or (in_solution and not ends)
             continue
         if cell.cell_type != "code":

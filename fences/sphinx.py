@@ -91,7 +91,8 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
                        location=pagename, type="fences", subtype="notebook")
     base = app.config.html_baseurl
     jupyter.for_jupyter(nb, getattr(app.config, "extlinks", None) or {},
-                        base.rstrip("/") + "/" if base else "../../")
+                        base.rstrip("/") + "/" if base else "../../",
+                        app.config.myst_substitutions or {})
     nb.cells[0:0] = setup_cells(nb, app)
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -311,6 +312,53 @@ def _executed_with(app, doctree, docname) -> None:
     title.parent.insert(title.parent.index(title) + 1, para)
 
 
+#: The pages of the course, in order; each has a reference page ``<name>-reference``.
+COURSE = ["creation", "dtypes", "promotion", "views", "devices", "elsewhere"]
+
+
+def book_numbers(root: Path) -> dict[str, str]:
+    """What the landing page quotes about the book, read from every page in _toc.yml:
+    fences, cited statements, GPU fences, exercises, and each lesson's reading time
+    (about 200 words a minute, plus five an exercise); and the wheel's link."""
+    totals = dict.fromkeys(("fences", "cited", "gpu", "exercises"), 0)
+    numbers = {}
+    for path in chapters.toc_files(root):
+        if not path.exists() or chapters.header_problems(text := path.read_text("utf-8")):
+            continue
+        nb = chapters.parse(text)
+        fence_cells = [c for c in nb.cells if lint.is_fence(c)]
+        exercises = len(re.findall(r"^`{3,}\{exercise\}", text, re.M))
+        totals["fences"] += len(fence_cells)
+        totals["cited"] += len(re.findall(r"^[`:]{3,}\{cited\}", text, re.M))
+        totals["gpu"] += sum('needs("cuda")' in c.source or 'needs("mps")' in c.source
+                             for c in fence_cells)
+        totals["exercises"] += exercises
+        if path.stem in COURSE:
+            prose = " ".join(c.source for c in nb.cells if c.cell_type == "markdown")
+            numbers[f"minutes_{path.stem}"] = str(round(len(prose.split()) / 200)
+                                                  + 5 * exercises)
+    numbers.update({f"index_{k}": str(v) for k, v in totals.items()})
+    name = wheel_name()
+    numbers["wheel_link"] = f'<a href="../{WHEEL_DIR}/{name}">{name}</a>'
+    return numbers
+
+
+def _book_numbers(app, config) -> None:
+    """The landing page's numbers as MyST substitutions (``{{ index_fences }}``)."""
+    config.myst_substitutions = {**(config.myst_substitutions or {}),
+                                 **book_numbers(Path(app.srcdir))}
+
+
+def _numbers_outdated(app, env, added, changed, removed):
+    """The landing page is read again whenever the numbers it quotes change."""
+    numbers = book_numbers(Path(app.srcdir))
+    if getattr(env, "tf_numbers", None) == numbers:
+        return []
+    env.tf_numbers = numbers
+    root = app.config.root_doc
+    return [root] if root in env.found_docs and root not in added | changed else []
+
+
 def _repository_buttons(app, config) -> None:
     """One setting, ``repository.url`` in _config.yml: set, the site shows the repository
     button and the launch buttons (Colab, Binder); unset, nothing points at a repository."""
@@ -488,6 +536,8 @@ def setup(app):
     app.add_directive("cited", Cited)
     app.connect("config-inited", _key_the_cache)
     app.connect("config-inited", _repository_buttons)
+    app.connect("config-inited", _book_numbers)
+    app.connect("env-get-outdated", _numbers_outdated)
     app.connect("doctree-resolved", _executed_with)
     app.connect("build-finished", _ship_wheel)
     app.connect("builder-inited", _check_book)

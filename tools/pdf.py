@@ -4,8 +4,10 @@
 
 Opens every page of ``_toc.yml`` in headless Chromium (the one the site
 check uses), prints it with the site's print style, and joins the pages into
-``_build/html/tensor-fences.pdf``, which the landing page links. Then reads
-the PDF back and fails if a chapter title is missing, raw MyST shows
+``_build/html/tensor-fences.pdf``; only then does the landing page show its
+link (``show_link``). Solutions move to the end of their chapter. Then reads
+the PDF back and fails if a chapter title is missing, a code line shown
+on a page is not whole in the PDF's text (clipped at the margin), raw MyST shows
 (``{glue``, ``{code-cell}``, ``:::``, a backtick fence), a glued value is
 empty on the page it was printed from, or a page with figures lost them.
 """
@@ -38,10 +40,15 @@ def print_pages(url: str, pages: list[str]) -> list[tuple[str, bytes, dict]]:
         for name in pages:
             page = browser.new_page()
             page.goto(f"{url}/{name}.html", wait_until="load")
+            page.evaluate(PREPARE_JS)
             page.emulate_media(media="print")
             facts = page.evaluate("""() => ({
               title: (document.querySelector('main h1') || {}).innerText || '',
               figures: document.querySelectorAll('main img').length,
+              code: [...document.querySelectorAll('main div.cell_input pre')]
+                      .filter(p => !p.closest('details:not([open])'))
+                      .flatMap(p => p.innerText.split('\\n'))
+                      .map(l => l.trim()).filter(l => l.length > 0),
               empty: [...document.querySelectorAll('span.pasted-text, span.pasted-inline')]
                        .filter(g => !g.innerText.trim()).length,
             })""")
@@ -52,6 +59,26 @@ def print_pages(url: str, pages: list[str]) -> list[tuple[str, bytes, dict]]:
             page.close()
         browser.close()
     return printed
+
+
+#: Before printing: the solutions of a chapter go to its end, under one heading, so the
+#: exercises print without their answers beside them.
+PREPARE_JS = """() => {
+  const sols = [...document.querySelectorAll('main .solution, main details.solution')];
+  const article = document.querySelector('main article') || document.querySelector('main');
+  if (!sols.length || !article) return;
+  const end = document.createElement('section');
+  end.innerHTML = '<h2>Solutions</h2>';
+  sols.forEach(s => { if (s.tagName === 'DETAILS') s.open = true; end.appendChild(s); });
+  article.appendChild(end);
+}"""
+
+
+def whole_lines(code: list[str], flat: str) -> list[str]:
+    """The code lines shown on a page that the PDF's text does not hold whole (spaces
+    folded: a wrapped line is split by a line break and a continuation mark)."""
+    squeezed = re.sub(r"\s+|↪", "", flat)
+    return [line for line in code if re.sub(r"\s+", "", line) not in squeezed]
 
 
 def problems_of(printed) -> list[str]:
@@ -70,6 +97,10 @@ def problems_of(printed) -> list[str]:
         raw = RAW_MYST.search(text)
         if raw:
             problems.append(f"{name}: raw MyST in the PDF: {raw.group(0)!r}")
+        clipped = whole_lines(facts.get("code", []), flat)
+        if clipped:
+            problems.append(f"{name}: {len(clipped)} code line(s) not whole in the PDF, "
+                            f"first: {clipped[0][:80]!r}")
         if facts["empty"]:
             problems.append(f"{name}: {facts['empty']} glued value(s) empty")
         images = sum(len(p.images) for p in reader.pages)
@@ -89,6 +120,13 @@ def join(printed, target: Path) -> int:
     return len(writer.pages)
 
 
+def show_link(folder: Path) -> None:
+    """The landing page links the PDF only once it exists: un-hide its paragraph."""
+    index = folder / "book" / "index.html"
+    html = index.read_text(encoding="utf-8")
+    index.write_text(html.replace('<p id="tf-pdf" hidden>', '<p id="tf-pdf">'), encoding="utf-8")
+
+
 def main(argv: list[str]) -> int:
     folder = built_site(argv, "pdf")
     if folder is None:
@@ -102,6 +140,8 @@ def main(argv: list[str]) -> int:
     target = folder / OUT_NAME
     count = join(printed, target)
     problems = problems_of(printed)
+    if not problems:
+        show_link(folder)
     for p in problems:
         print(f"FAIL {p}")
     print(f"pdf: {target} ({count} pages, {target.stat().st_size // 1024} KiB), "
