@@ -195,6 +195,18 @@ def setup_cells(nb, app=None) -> list:
             new_code_cell(code, metadata={"tags": ["setup-for-download"]})]
 
 
+def _fold_proofs(app, doctree) -> None:
+    """On the page: each proof folded, code and output, behind its ``# Proves:`` text
+    (the fold rule, ``lint.PROOF_TAG``; the notebook's is in ``fences.jupyter``)."""
+    for cell in doctree.findall(nodes.container):
+        if cell.get("nb_element") != "cell_code":
+            continue
+        if lint.PROOF_TAG not in (cell.get("cell_metadata") or {}).get("tags", []):
+            continue
+        source = next((n for n in cell.findall(nodes.literal_block)), None)
+        myst_nb.fold_cell(cell, *lint.fold_caption(source.astext() if source else ""))
+
+
 def _ship_wheel(app, exception) -> None:
     """Build this project's wheel beside the notebooks, its version naming its content
     (``wheel_version``); nothing to do when that wheel is there already."""
