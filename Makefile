@@ -72,7 +72,9 @@ test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # uv installs the release environments from one shared cache (tools/venvs.py).
+# The arguments and results/ are checked first: a typo installs nothing.
 matrix: $(STAMP)
+	$(BIN)/python tools/matrix.py --check $(RELEASES)
 	@$(BIN)/python -c "import uv" 2>/dev/null || $(BIN)/python -m pip install --quiet uv
 	$(BIN)/python tools/matrix.py $(RELEASES)
 

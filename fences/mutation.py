@@ -11,7 +11,6 @@ are counted apart. This module only reads the file the tool wrote.
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 
 #: The file tools/mutate.py writes, at the top of the repository beside its allowlist
@@ -24,8 +23,15 @@ _COLUMNS = ("chapter", "fences", "changes run", "killed", "justified", "open sur
 
 def load(folder: Path) -> dict | None:
     """The results of the last ``make mutate`` in ``folder``, or None when it has not run."""
+    from fences.record import read_json
+
     path = Path(folder) / RESULTS_NAME
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    return read_json(path, REGENERATE, ("chapters",)) if path.exists() else None
+
+
+#: How to write mutate-results.json again (in a BadFile error naming it).
+REGENERATE = ("regenerate it with `make mutate MUTATE_ARGS=--fresh` (every mutant runs again), "
+              f"or restore it with `git checkout -- {RESULTS_NAME}`")
 
 
 def _percent(killed: int, total: int) -> str:

@@ -149,11 +149,33 @@ def is_cpu(run: dict) -> bool:
     return (run.get("build") or "").startswith("CPU")
 
 
+class BadFile(ValueError):
+    """A results or mutation file that does not parse: names the file and how to regenerate it."""
+
+
+def read_json(path: Path, regenerate: str, fields: tuple[str, ...] = ()) -> dict:
+    """The JSON object in ``path``; a ``BadFile`` naming it and ``regenerate`` (how to write
+    it again) when it is not valid JSON, not an object, or lacks one of ``fields``."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadFile(f"{path}: not valid JSON ({exc}); {regenerate}") from None
+    missing = [f for f in fields if not isinstance(data, dict) or f not in data]
+    if not isinstance(data, dict) or missing:
+        what = "not a JSON object" if not isinstance(data, dict) else f"no {', '.join(missing)}"
+        raise BadFile(f"{path}: {what}; {regenerate}")
+    return data
+
+
 def load(folder: Path) -> list[dict]:
-    """Every results file in ``folder``, in release order (each remembers its ``file``)."""
+    """Every results file in ``folder``, in release order (each remembers its ``file``).
+    A file that does not parse is a ``BadFile`` error: nothing is skipped silently."""
     runs = []
     for path in sorted(Path(folder).glob("*.json")):
-        run = json.loads(path.read_text(encoding="utf-8"))
+        run = read_json(path, f"regenerate it with `make matrix RELEASES={path.stem}` "
+                        "(or restore it with `git checkout -- " + path.as_posix() + "`)",
+                        ("release", "fences"))
         run["file"] = path.name
         runs.append(run)
     return sorted(runs, key=run_key)

@@ -28,6 +28,7 @@ import mutate  # noqa: E402
 CORPUS = Path(__file__).parent / "corpus"
 STRONG, WEAK = CORPUS / "mutate_strong.md", CORPUS / "mutate_weak.md"
 JAX = CORPUS / "mutate_jax.md"
+FAULTS = CORPUS / "mutate_faults.md"
 
 
 def changes(source: str) -> set[tuple[str, str]]:
@@ -247,6 +248,23 @@ JUSTIFYING = (
     "  reason: matches nothing, so it is stale\n")
 
 
+FAULTS_JUSTIFIED = (
+    "- fence: faults-retry\n"
+    "  operator: compare\n"
+    "  kind: timeout\n"
+    "  reason: the retry loop waits for ever on a false expectation\n"
+    "- fence: faults-retry\n"
+    "  mutated: assert x.numel() == 7\n"
+    "  kind: timeout\n"
+    "  reason: as above\n"
+    "- fence: faults-n*\n"
+    "  kind: unmeasured\n"
+    "  reason: proved elsewhere\n"
+    "- fence: faults-unreached\n"
+    "  kind: unmeasured\n"
+    "  reason: a branch for a large tensor\n")
+
+
 def run_tool(tmp_path: Path, *args) -> tuple[int, str, dict]:
     out = tmp_path / "mutation.json"
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "mutate.py"), *map(str, args),
@@ -262,7 +280,8 @@ def proof_key() -> str:
 
     digest = hashlib.sha256(cachekey.key().encode())
     for path in (ROOT / "tools" / "mutate.py", ROOT / "tools" / "mutants.py",
-                 ROOT / "tools" / "mutate_reuse.py", STRONG, WEAK, JAX, Path(__file__)):
+                 ROOT / "tools" / "mutate_reuse.py", STRONG, WEAK, JAX, FAULTS,
+                 Path(__file__)):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()
 
@@ -295,6 +314,10 @@ def runs(request, tmp_path_factory):
     }.items():
         (tmp / name).mkdir()
         out[name] = run_tool(tmp / name, *args)
+    (tmp / "faults.yml").write_text(FAULTS_JUSTIFIED)
+    for name, allow in (("faults", "empty.yml"), ("faults-justified", "faults.yml")):
+        (tmp / name).mkdir()
+        out[name] = run_tool(tmp / name, FAULTS, "--allowlist", tmp / allow, "--timeout", "3")
     (tmp / "jax").mkdir()
     out["jax"] = run_tool(tmp / "jax", JAX, "--allowlist", tmp / "empty.yml", "--timeout", "30")
     again = tmp / "again"
@@ -434,3 +457,56 @@ def test_an_unknown_allowlist_kind_is_refused(tmp_path):
     bad.write_text("- fence: f\n  operator: compare\n  kind: maybe\n  reason: r\n")
     with pytest.raises(ValueError, match="kind 'maybe'"):
         mutate.load_allowlist(bad)
+
+
+# --- what must fail the run: timeouts, unmeasured fences, unknown names -----------
+
+def test_a_mutant_that_hangs_is_a_timeout_never_a_kill(runs):
+    code, out, data = runs["faults"]
+    assert code == 1, out
+    (chapter,) = data["chapters"]
+    assert chapter["killed"] == 0 and chapter["timeout"] == 2, out
+    assert {m["mutated"].strip() for m in data["timeouts"]} == {
+        "assert x.numel() != 6", "assert x.numel() == 7"}, out
+    assert "2 mutant(s) timed out" in out and "kind: timeout" in out
+
+
+def test_a_fence_with_nothing_to_mutate_or_unreached_asserts_fails_the_run(runs):
+    code, out, data = runs["faults"]
+    assert code == 1, out
+    assert [u.split(":")[0] + " " + u.split()[1].rstrip(":") for u in data["unmeasured_open"]] \
+        == ["tests/corpus/mutate_faults.md faults-nothing",
+            "tests/corpus/mutate_faults.md faults-unreached"], data["unmeasured_open"]
+    assert "nothing the operators change" in out and "asserts were not reached" in out
+
+
+def test_justified_timeouts_and_unmeasured_fences_pass_the_run(runs):
+    code, out, data = runs["faults-justified"]
+    assert code == 0, out
+    assert data["unmeasured_open"] == [] and data["stale"] == [], out
+    assert all(m["reason"] for m in data["timeouts"]) and data["chapters"][0]["killed"] == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--fence", "no-such-id"], "no fence no-such-id"),
+    ([str(STRONG), "--fence", "weak-numel"], "no fence weak-numel"),
+    (["tests/corpus/no_such_chapter.md"], "no such chapter"),
+])
+def test_an_unknown_fence_or_chapter_is_an_error(tmp_path, args, message):
+    (tmp_path / "empty.yml").write_text("[]\n")
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "mutate.py"), *args,
+                           "--json", str(tmp_path / "out.json"),
+                           "--allowlist", str(tmp_path / "empty.yml")],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stdout + proc.stderr
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_an_unmeasured_entry_names_a_fence_not_a_mutant(tmp_path):
+    bad = tmp_path / "allow.yml"
+    bad.write_text("- fence: f\n  operator: compare\n  kind: unmeasured\n  reason: r\n")
+    with pytest.raises(ValueError, match="names a fence"):
+        mutate.load_allowlist(bad)
+    good = tmp_path / "good.yml"
+    good.write_text("- fence: '*-ex-*'\n  kind: unmeasured\n  reason: r\n")
+    assert mutate.load_allowlist(good)[0]["kind"] == "unmeasured"

@@ -200,6 +200,46 @@ def test_load_orders_releases_by_version_cpu_build_first(tmp_path: Path):
         "2.8.0", "2.10.0", "2.13.0+cpu", "2.13.0", "2.15.0"]
 
 
+
+@pytest.mark.parametrize("text, problem", [
+    ('{"release": "2.8.0", "fences": [', "not valid JSON"),   # truncated
+    ("", "not valid JSON"),
+    ("[1, 2]", "not a JSON object"),
+    ('{"release": "2.8.0"}', "no fences"),
+])
+def test_a_results_file_that_does_not_parse_is_named_with_how_to_regenerate_it(
+        tmp_path: Path, text, problem):
+    (tmp_path / "2.10.0.json").write_text(json.dumps(run("2.10.0", [])))
+    (tmp_path / "2.8.0.json").write_text(text)
+    with pytest.raises(record.BadFile) as caught:
+        record.load(tmp_path)
+    message = str(caught.value)
+    assert str(tmp_path / "2.8.0.json") in message and problem in message, message
+    assert "make matrix RELEASES=2.8.0" in message, message
+
+
+def test_a_mutation_file_that_does_not_parse_is_named_never_re_run_silently(tmp_path: Path):
+    from fences import mutation
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import mutate_reuse
+
+    path = tmp_path / mutation.RESULTS_NAME
+    assert mutation.load(tmp_path) is None and mutate_reuse.stored(path) == {}  # none yet
+    path.write_text('{"chapters": [], "fences": [{"chapter": "book/a.md", "fen')
+    for read in (lambda: mutation.load(tmp_path), lambda: mutate_reuse.stored(path)):
+        with pytest.raises(record.BadFile, match="not valid JSON") as caught:
+            read()
+        assert str(path) in str(caught.value) and "make mutate MUTATE_ARGS=--fresh" in str(
+            caught.value)
+    # the tool stops before running anything: exit 2, the file named, nothing rewritten
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "mutate.py"),
+                           str(ROOT / "tests" / "corpus" / "mutate_strong.md"), "--json", str(path)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 2 and str(path) in proc.stderr, proc.stdout + proc.stderr
+    assert "mutants of" not in proc.stdout and path.read_text().endswith('"fen')
+
+
 # --- what differs, and the badge -----------------------------------------------------------
 
 def test_counts_are_fences_only():
@@ -342,6 +382,23 @@ def test_every_minor_release_and_newest_resolved_once():
     assert [(r.name, r.requirement) for r in newer] == [("2.8.0", "torch==2.8.0"), ("2.16.0", "torch==2.16.0")]
     with pytest.raises(SystemExit, match="unknown release"):
         matrix.resolve(["1.0"])
+
+
+def test_make_matrix_checks_its_arguments_before_installing_anything(tmp_path: Path):
+    """``make matrix RELEASES=bogus``: refused by ``matrix.py --check`` before uv is installed
+    into .venv (which would change the book's cache key). Every call of the venv's python is
+    logged by a stand-in; the venv's stamp is out of the way (STAMP=)."""
+    log = tmp_path / "calls"
+    fake = tmp_path / "bin" / "python"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {sys.executable} "$@"\n')
+    fake.chmod(0o755)
+    proc = subprocess.run(["make", "-C", str(ROOT), "matrix", "RELEASES=2.8.0 bogus", "STAMP=",
+                           f"BIN={fake.parent}"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "unknown release 'bogus'" in proc.stderr, proc.stderr
+    calls = log.read_text().splitlines()
+    assert calls == ["tools/matrix.py --check 2.8.0 bogus"], calls   # no pip, no uv, no run
+    assert matrix.main(["--check", "2.8.0", "newest"]) == 0
 
 
 def test_newest_unreachable_fails_the_run_but_not_the_other_releases():

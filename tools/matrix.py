@@ -96,6 +96,19 @@ def resolve(names: list[str], newest=newest_on_pypi, problems: list[str] | None 
     return out
 
 
+def check(names: list[str]) -> list[str]:
+    """What is wrong with the arguments or results/ before anything is installed or run: an
+    unknown release, a results file that does not parse. "newest" is not resolved here."""
+    known = [r.name for r in RELEASES] + [NEWEST]
+    problems = [f"unknown release {n!r}; known: {', '.join(known)}" for n in names
+                if n not in known]
+    try:
+        record.load(RESULTS)
+    except record.BadFile as exc:
+        problems.append(str(exc))
+    return problems
+
+
 def committed_results(root: Path = ROOT) -> list[dict] | None:
     """The results files in git HEAD, or None where there is no git history to read."""
     def git(*args: str) -> subprocess.CompletedProcess:
@@ -156,7 +169,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("releases", nargs="*", help=f"releases to run (default: all and {NEWEST})")
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: report results/ as it is against the committed results")
+    parser.add_argument("--check", action="store_true",
+                        help="check the arguments and results/ and exit; change nothing (make "
+                        "matrix runs this before it installs anything)")
     args = parser.parse_args(argv)
+    problems = check(args.releases)
+    if problems or args.check:
+        for problem in problems:
+            print(f"[matrix] {problem}", file=sys.stderr)
+        return 2 if problems else 0
     before = committed_results()
     base = "the committed results (git HEAD)"
     if before is None:

@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import fnmatch
 import io
 import json
 import os
@@ -413,6 +414,10 @@ def classify(mutant: Mutant, result: dict, original: dict, state_after: dict) ->
         mutant.detail = original["stdout"].split(SKIP_MARKER, 1)[1].strip().splitlines()[0]
     elif "crash" in result:
         mutant.outcome, mutant.detail = "error", result["crash"].strip().splitlines()[-1]
+    elif result.get("timeout"):
+        # a hang is not a failing fence: a fork can hang on a library's threads (JAX's
+        # pool, an OpenMP pool) whatever the fence expects; never counted as killed
+        mutant.outcome, mutant.detail = "timeout", result["error"]
     elif "forked subprocess" in result.get("error", ""):
         # torch cannot use CUDA in a process forked after CUDA was initialised
         mutant.outcome, mutant.detail = "not-executed", result["error"]
@@ -615,10 +620,14 @@ def load_allowlist(path: Path) -> list[dict]:
             raise ValueError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
         if not entry.get("fence") or not str(entry.get("reason", "")).strip():
             raise ValueError(f"{where}: needs `fence` and a `reason`")
-        if "mutated" not in entry and "operator" not in entry:
-            raise ValueError(f"{where}: needs `mutated` (the mutated line) or `operator`")
         if entry.setdefault("kind", "equivalent") not in KINDS:
             raise ValueError(f"{where}: kind {entry['kind']!r}; one of {', '.join(KINDS)}")
+        if entry.get("kind") == "unmeasured":
+            if "mutated" in entry or "operator" in entry or "original" in entry:
+                raise ValueError(f"{where}: kind unmeasured names a fence (or a pattern "
+                                 "such as '*-ex-*'), not a mutant")
+        elif "mutated" not in entry and "operator" not in entry:
+            raise ValueError(f"{where}: needs `mutated` (the mutated line) or `operator`")
     return entries
 
 
@@ -626,11 +635,15 @@ def load_allowlist(path: Path) -> list[dict]:
 #: release the book is verified on. ``release``: it survives on this release only and
 #: is killed on another, where torch behaves differently (a raise check accepting the
 #: class each release raises, which the fence records): not equivalent, and shown apart.
-KINDS = ("equivalent", "release")
+#: ``timeout``: a mutant that runs out of time (never counted as killed) is expected to:
+#: the reason says why its hang is the fence failing. ``unmeasured``: a fence (``fence``
+#: may be a pattern, ``*-ex-*``) with nothing the operators change, or none of whose
+#: changed statements ran here; the reason says what else proves it can fail.
+KINDS = ("equivalent", "release", "timeout", "unmeasured")
 
 
 def matches(entry: dict, mutant: dict) -> bool:
-    if entry["fence"] != mutant["fence"]:
+    if entry.get("kind") == "unmeasured" or entry["fence"] != mutant["fence"]:
         return False
     if "operator" in entry and entry["operator"] != mutant["operator"]:
         return False
@@ -650,23 +663,54 @@ def judge(records: list[dict], allowlist: list[dict], whole_book: bool = False) 
     mutants = [m for rec in records for m in rec["mutants"]]
     fences_run = {f["fence"] for rec in records for f in rec["fences"]}
     used = [False] * len(allowlist)
-    survivors = []
+    survivors, timeouts, unmeasured = [], [], []
     for m in mutants:
-        if m["outcome"] != "survived":
+        if m["outcome"] not in ("survived", "timeout"):
             continue
+        timeout = m["outcome"] == "timeout"
         for i, entry in enumerate(allowlist):
-            if matches(entry, m):
-                m["outcome"], m["reason"], used[i] = "justified", str(entry["reason"]).strip(), True
-                m["kind"] = entry.get("kind", "equivalent")
+            if (entry.get("kind") == "timeout") == timeout and matches(entry, m):
+                m["reason"], used[i] = str(entry["reason"]).strip(), True
+                if not timeout:
+                    m["outcome"], m["kind"] = "justified", entry.get("kind", "equivalent")
                 break
         else:
-            survivors.append(m)
-    stale = [e for e, u in zip(allowlist, used)
-             if not u and (whole_book or e["fence"] in fences_run)]
+            (timeouts if timeout else survivors).append(m)
+    for rec in records:
+        for f in rec["fences"]:
+            if not _unmeasured(f, rec["mutants"]):
+                continue
+            for i, entry in enumerate(allowlist):
+                if entry.get("kind") == "unmeasured" and fnmatch.fnmatchcase(f["fence"], entry["fence"]):
+                    f["unmeasured_reason"], used[i] = str(entry["reason"]).strip(), True
+                    break
+            else:
+                unmeasured.append({"chapter": rec["chapter"], "line": f["line"],
+                                   "fence": f["fence"], "why": _unmeasured(f, rec["mutants"])})
+
+    def ran(entry):
+        if entry.get("kind") == "unmeasured":
+            return any(fnmatch.fnmatchcase(f, entry["fence"]) for f in fences_run)
+        return entry["fence"] in fences_run
+
+    stale = [e for e, u in zip(allowlist, used) if not u and (whole_book or ran(e))]
     errors = [e for rec in records for e in rec["errors"]]
     errors += [f"{m['chapter']}:{m['line']} {m['fence']} mutant #{m['number']}: {m['detail']}"
                for m in mutants if m["outcome"] == "error" and not m["detail"].startswith("the fence")]
-    return {"survivors": survivors, "stale": stale, "errors": errors}
+    return {"survivors": survivors, "stale": stale, "errors": errors, "timeouts": timeouts,
+            "unmeasured": unmeasured}
+
+
+def _unmeasured(fence: dict, mutants: list[dict]) -> str:
+    """Why a fence that ran is not measured ("" when it is): no mutant, or every mutant's
+    changed statement did not run (its asserts were not reached)."""
+    if not fence.get("mutants"):
+        return "nothing the operators change (no literal expectation, comparison or raise check)"
+    own = [m for m in mutants if m["fence"] == fence["fence"] and m["chapter"] == fence.get(
+        "chapter", m["chapter"])]
+    if own and all(m["outcome"] == "not-reached" for m in own):
+        return "none of the statements its mutants change ran here (its asserts were not reached)"
+    return ""
 
 
 #: Outcomes of mutants that did not run here; counted apart, never as killed.
@@ -678,7 +722,7 @@ def tally(record: dict) -> dict:
     justified, errors); ``not_executed`` those of fences gated on a missing device,
     ``not_reached`` those whose changed statement did not run."""
     c = {"fences": len(record["fences"]), "total": 0, "killed": 0, "survived": 0,
-         "justified": 0, "errors": 0, "not_executed": 0, "not_reached": 0}
+         "justified": 0, "errors": 0, "timeout": 0, "not_executed": 0, "not_reached": 0}
     for m in record["mutants"]:
         c[m["outcome"].replace("-", "_").replace("error", "errors")] += 1
         c["total"] += m["outcome"] not in NOT_RUN
@@ -725,8 +769,9 @@ def summary(records: list[dict], verdict: dict, seconds: float, jobs: int) -> di
         "survivors": [{k: m[k] for k in keep} for m in verdict["survivors"]],
         "not_reached": [{k: m[k] for k in keep} for rec in records for m in rec["mutants"]
                         if m["outcome"] == "not-reached"],
-        "timeouts": [{k: m[k] for k in keep} for rec in records for m in rec["mutants"]
-                     if m["outcome"] == "killed" and m["detail"].startswith("timed out")],
+        # counted as run, never as killed; each fails the run unless justified (kind timeout)
+        "timeouts": [{**{k: m[k] for k in keep}, "reason": m.get("reason", "")}
+                     for rec in records for m in rec["mutants"] if m["outcome"] == "timeout"],
         "stale": verdict["stale"],
         "errors": verdict["errors"],
         "fences_without_id": [f"{rec['chapter']}:{f['line']}" for rec in records
@@ -734,7 +779,10 @@ def summary(records: list[dict], verdict: dict, seconds: float, jobs: int) -> di
         # fences with nothing the operators change (e.g. only `assert torch.equal(a, b)`
         # of two computed tensors): their sensitivity is not measured
         "unmeasured": [f"{rec['chapter']}:{f['line']} {f['fence']}" for rec in records
-                       for f in rec["fences"] if not f["mutants"]],
+                       for f in rec["fences"] if _unmeasured(f, rec["mutants"])],
+        # of those, the ones no allowlist entry (kind unmeasured) justifies: they fail the run
+        "unmeasured_open": [f"{u['chapter']}:{u['line']} {u['fence']}: {u['why']}"
+                            for u in verdict["unmeasured"]],
     }
 
 
@@ -763,12 +811,13 @@ def survivor_text(m: dict) -> str:
 def report(data: dict, verdict: dict, out=print) -> None:
     """The scores per chapter, then what needs the reader: survivors, stale entries, errors."""
     out("\n| chapter | fences | mutants run | killed | justified | survived | errors "
-        "| not executed | not reached | killed of run |")
-    out("|---|---|---|---|---|---|---|---|---|---|")
+        "| timed out | not executed | not reached | killed of run |")
+    out("|---|---|---|---|---|---|---|---|---|---|---|")
     for c in data["chapters"]:
         score = f"{100 * c['score']:.0f}%" if c["score"] is not None else "-"
         out(f"| {c['chapter']} | {c['fences']} | {c['total']} | {c['killed']} | {c['justified']} "
-            f"| {c['survived']} | {c['errors']} | {c['not_executed']} | {c['not_reached']} "
+            f"| {c['survived']} | {c['errors']} | {c.get('timeout', 0)} | {c['not_executed']} "
+            f"| {c['not_reached']} "
             f"| {score} |")
     if verdict["survivors"]:
         out(f"\n{len(verdict['survivors'])} mutant(s) survived: the fence passes with the "
@@ -787,14 +836,18 @@ def report(data: dict, verdict: dict, out=print) -> None:
                  "did not run here (a branch for another build or release); counted apart, "
                  "never killed:",
                  [f"{_where(m)}  {' '.join(m['mutated'].split())}" for m in data["not_reached"]])
-    if data["timeouts"]:
-        _listing(out, f"\nnote: {len(data['timeouts'])} mutant(s) were killed by the timeout (as "
-                 "the suite would fail them); a hang of a forked process would look the same:",
-                 [f"{_where(m)}  {' '.join(m['mutated'].split())}" for m in data["timeouts"]])
-    if data["unmeasured"]:
-        _listing(out, f"\nnote: {len(data['unmeasured'])} fence(s) have nothing the operators "
-                 "change (no literal expectation, comparison or raise check); not measured:",
-                 data["unmeasured"])
+    if verdict["timeouts"]:
+        _listing(out, f"\n{len(verdict['timeouts'])} mutant(s) timed out: counted as run, not "
+                 "as killed (a forked process can hang on a library's threads whatever the "
+                 "fence expects). Make the fence fail instead of hanging, or justify the "
+                 "timeout in mutate-allowlist.yml with `kind: timeout`:",
+                 [f"{_where(m)}  {' '.join(m['mutated'].split())}" for m in verdict["timeouts"]])
+    if verdict["unmeasured"]:
+        _listing(out, f"\n{len(verdict['unmeasured'])} fence(s) are not measured: give them an "
+                 "expectation the operators change, or justify them in mutate-allowlist.yml "
+                 "with `kind: unmeasured` and what else proves they can fail:",
+                 [f"{u['chapter']}:{u['line']} {u['fence']}: {u['why']}"
+                  for u in verdict["unmeasured"]])
     if data["fences_without_id"]:
         out(f"\nnote: {len(data['fences_without_id'])} fence(s) have no fence-id; they are named "
             "<chapter>-cell-<index> here, which is not stable for the allowlist")
@@ -835,6 +888,10 @@ def main(argv: list[str]) -> int:
     whole_book = not args.chapters and not args.fence
     paths = args.chapters or [p for p in toc_files(ROOT) if p.exists()
                               and not header_problems(p.read_text(encoding="utf-8"))]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        print(f"mutate: no such chapter: {', '.join(missing)}", file=sys.stderr)
+        return 2
     paths = [p.resolve() for p in paths]
     try:
         allowlist = load_allowlist(args.allowlist)
@@ -842,6 +899,13 @@ def main(argv: list[str]) -> int:
         print(f"mutate: {exc}", file=sys.stderr)
         return 2
     wanted = set(args.fence) if args.fence else None
+    if wanted:
+        known = {c.fence for p in paths for c in read_chapter(p)[1] if c.fence}
+        unknown = sorted(wanted - known)
+        if unknown:
+            print(f"mutate: no fence {', '.join(unknown)} in "
+                  f"{', '.join(str(p) for p in args.chapters) or 'the book'}", file=sys.stderr)
+            return 2
     if args.list:
         for path in paths:
             name, cells = read_chapter(path)
@@ -855,7 +919,11 @@ def main(argv: list[str]) -> int:
     environment = mutate_reuse.environment_key(deciding())
     # the record read is the one this run writes: mutate-results.json, or --json's file
     target = args.json or (RESULTS if whole_book else None)
-    previous = {} if args.fresh else mutate_reuse.stored(target or RESULTS)
+    try:
+        previous = {} if args.fresh else mutate_reuse.stored(target or RESULTS)
+    except ValueError as exc:  # fences.record.BadFile: named, with how to regenerate it
+        print(f"mutate: {exc}", file=sys.stderr)
+        return 2
     records = run_book(paths, args.jobs, args.timeout, wanted, environment=environment,
                        previous=previous)
     verdict = judge(records, allowlist, whole_book)
@@ -867,7 +935,8 @@ def main(argv: list[str]) -> int:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
         print(f"mutate: wrote {target}")
-    return 1 if verdict["survivors"] or verdict["errors"] else 0
+    return 1 if (verdict["survivors"] or verdict["errors"] or verdict["timeouts"]
+                 or verdict["unmeasured"]) else 0
 
 
 if __name__ == "__main__":

@@ -81,11 +81,15 @@ def fence_keys(environment: str, sources: list[str]) -> list[str]:
 
 
 def stored(path: Path) -> dict[tuple[str, str], dict]:
-    """The reusable fences of a recorded run, by (chapter, fence id); empty if none."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    """The reusable fences of a recorded run, by (chapter, fence id); empty if there is no
+    record. A record that does not parse is an error (``fences.record.BadFile``) naming it:
+    its outcomes are not dropped and every mutant re-run silently."""
+    from fences.mutation import REGENERATE
+    from fences.record import read_json
+
+    if not Path(path).exists():
         return {}
+    data = read_json(path, REGENERATE, ("fences",))
     return {(f["chapter"], f["fence"]): f for f in data.get("fences", [])
             if f.get("key") and "outcomes" in f}
 
