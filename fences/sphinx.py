@@ -186,7 +186,7 @@ def setup_cells(nb, app=None) -> list:
     from . import installed_torch_version
 
     needs = chapter_needs(nb)
-    torch = str(installed_torch_version())
+    torch = getattr(installed_torch_version(), "__version__", "unknown")
     listed = ", ".join(f"{n} {v}" for n, v in needs.items()) or "nothing else"
     note = SETUP_NOTE.format(needs=listed, wheel=wheel_name(), torch=torch)
     code = SETUP_CODE.format(needs=needs, wheel=wheel_name(), version=wheel_version(),
@@ -333,7 +333,7 @@ def book_numbers(root: Path) -> dict[str, str]:
     fences, cited statements, GPU fences, exercises, and each lesson's reading time
     (about 200 words a minute, plus five an exercise); and the wheel's link."""
     totals = dict.fromkeys(("fences", "cited", "gpu", "exercises"), 0)
-    numbers = {}
+    numbers = {f"minutes_{name}": "—" for name in COURSE}
     for path in chapters.toc_files(root):
         if not path.exists() or chapters.header_problems(text := path.read_text("utf-8")):
             continue
