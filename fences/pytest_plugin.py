@@ -63,10 +63,7 @@ def pytest_addoption(parser):
     group.addoption(
         "--fences-fresh-kernel",
         action="store_true",
-        help="start a new kernel for every chapter, as the release matrix and CI do "
-        "(default, for the local loop: one kernel per worker, its namespace reset and its "
-        "random generators reseeded between chapters, replaced when a chapter leaves "
-        "global state changed)",
+        help="accepted for old command lines: every chapter always runs in a fresh kernel",
     )
     parser.addini("fences_book", "folder of MyST chapters to collect", default="book")
 
@@ -140,22 +137,60 @@ class StrayNotebook(pytest.File):
             "or delete it.")
 
 
-SHARED_KERNEL = pytest.StashKey()  # one kernel per pytest session, reused from chapter to chapter
+class KernelDied(RuntimeError):
+    """The chapter's kernel process ended while a cell ran (a crash, ``os._exit``)."""
+
+
+#: Seconds between two looks at whether the kernel process is still there while a cell
+#: runs: a kernel that dies is reported within this, not after the cell timeout.
+KERNEL_CHECK = 1.0
+
+
+def watch_for_death(kernel) -> None:
+    """Make nbval's waits on ``kernel`` (``get_message``: every reply and output it waits
+    for) raise ``KernelDied`` as soon as the kernel process is gone, instead of waiting out
+    the cell timeout. The wait is cut into ``KERNEL_CHECK`` slices; between two, the
+    kernel manager is asked whether its process lives. Messages already sent are read
+    first; the overall timeout is kept."""
+    import time
+    from queue import Empty
+
+    original = kernel.get_message
+
+    def get_message(stream, timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = KERNEL_CHECK if deadline is None else deadline - time.monotonic()
+            try:
+                return original(stream, timeout=max(0.0, min(KERNEL_CHECK, left)))
+            except Empty:
+                if not kernel.is_alive():
+                    raise KernelDied(f"the kernel died{_exit_status(kernel)}") from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+
+    kernel.get_message = get_message
+
+
+def _exit_status(kernel) -> str:
+    """`` (exit code N)`` of the dead kernel's process, when the manager knows it."""
+    process = getattr(getattr(getattr(kernel, "km", None), "provisioner", None), "process", None)
+    code = getattr(process, "returncode", None) if process is not None else None
+    return f" (exit code {code})" if code is not None else ""
 
 
 class Chapter(IPyNbFile):
-    """One MyST chapter, read with jupytext and run in one kernel.
+    """One MyST chapter, read with jupytext and run in a fresh kernel of its own.
 
-    By default the kernel is shared with the chapters before it in this
-    process: starting a kernel and importing torch costs seconds, a
-    namespace reset costs nothing. A chapter starts from an empty namespace
-    and the global-state guard checks it leaves torch's settings as it found
-    them. The kernel is replaced when that guard fails, when a cell timed
-    out, or when the kernel died, so a chapter cannot affect the next.
-    ``--fences-fresh-kernel`` starts one kernel per chapter.
+    Always a fresh kernel: a shared one, even with its namespace reset,
+    carries a patched module, an entered torch function mode, an autocast
+    state, NumPy's error settings or a thread into the next chapter. The
+    global-state guard still reports what a chapter leaves changed. A
+    kernel that dies fails the cell that was running, at once, naming it.
     """
 
     unclean = False  # set when torch's global state cannot be trusted after this chapter
+    died = ""        # the item whose cell the kernel died in
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -164,22 +199,8 @@ class Chapter(IPyNbFile):
         self.compare_outputs = False
 
     def setup(self):
-        if self.config.getoption("--fences-fresh-kernel"):
-            return super().setup()
-        shared = self.config.stash.get(SHARED_KERNEL, None)
-        if shared is not None and shared.is_alive():
-            self.kernel = shared
-            self.setup_sanitize_files()
-        else:
-            super().setup()
-            self.config.stash[SHARED_KERNEL] = self.kernel
-
-    def teardown(self):
-        if self.config.getoption("--fences-fresh-kernel"):
-            return super().teardown()
-        if self.unclean or self.timed_out or not self.kernel.is_alive():
-            super().teardown()  # stops the kernel; the next chapter starts a new one
-            self.config.stash[SHARED_KERNEL] = None
+        super().setup()
+        watch_for_death(self.kernel)
 
     def collect(self):
         try:
@@ -229,8 +250,14 @@ class Fence(IPyNbCell):
             self.user_properties.append(("fence_id", self.ident))
             self.user_properties.append(("proves", records.claim(self.cell.source)))
             self.user_properties.append(("code", records.code_hash(self.cell.source)))
+        if self.parent.died:
+            raise KernelDied(f"not run: the kernel died in {self.parent.died}")
         try:
             super().runtest()
+        except KernelDied as exc:
+            self.parent.died = self.name
+            raise KernelDied(f"{exc} while running this cell ({self.name}); the chapter's "
+                             "later cells are not run") from None
         except BaseException:
             if self.guard:
                 self.parent.unclean = True  # torch's global state cannot be trusted now
@@ -309,9 +336,6 @@ class Recorder:
                                 "details": details[-2000:]})
 
     def pytest_sessionfinish(self, session, exitstatus):
-        kernel = self.config.stash.get(SHARED_KERNEL, None)
-        if kernel is not None and kernel.is_alive():
-            kernel.stop()
         path = self.config.getoption("--fences-results")
         if not path or hasattr(self.config, "workerinput"):
             return

@@ -379,10 +379,19 @@ class Change:
             return v if limit is None or len(v) <= limit else v[: limit - 1] + "…"
 
         if self.kind == "release":
-            return f"changed in {self.since}: {short(self.old)} → {short(self.new)}"
+            return f"changed in {self.release()}: {short(self.old)} → {short(self.new)}"
         if self.kind == "build":
-            return "differs by build: " + ", ".join(f"{b} {short(v)}" for b, v in self.by_build.items())
+            builds, values = zip(*self.by_build.items())
+            return (" vs ".join(f"{b} build" for b in builds) + ": "
+                    + " vs ".join(short(v) for v in values))
         return "varies: " + ", ".join(f"{short(v)} from {r}" for r, v in self.segments)
+
+
+    def release(self) -> str:
+        """The release that changed it: "2.13.0", not the build's local label ("+cpu"),
+        which would read as if the build changed it (a build difference is kind "build")."""
+        base, plus, local = self.since.partition("+")
+        return f"{base} (first recorded on its {local} build)" if plus else base
 
 
 def classify(fence: str, name: str, label: str, points: list[tuple[dict, str]]) -> Change | None:

@@ -527,11 +527,12 @@ def _add_badges(app, doctree, docname) -> None:
                                classes=["tf-badge", f"tf-badge-{badge.kind}"])
         cell.insert(0, nodes.paragraph("", "", link, classes=["tf-badge-line"]))
     sections = list(doctree.findall(nodes.section))
-    if not ids or not sections or docname == app.config.fences_verified_page:
+    if not ids or not sections:
         return
     para = nodes.paragraph(classes=["tf-page-record"])
     para += nodes.Text(records.page_summary(ids, rec.runs) + " ")
-    para += nodes.reference("", "What changed between releases", refuri=href)
+    changes = app.builder.get_relative_uri(docname, app.config.fences_changes_page)
+    para += nodes.reference("", "What changed between releases", refuri=changes)
     title = sections[0].next_node(nodes.title)
     title.parent.insert(title.parent.index(title) + 1, para)
 
@@ -539,6 +540,7 @@ def _add_badges(app, doctree, docname) -> None:
 def setup(app):
     app.add_config_value("fences_results", "results", "env")
     app.add_config_value("fences_verified_page", "book/verified", "env")
+    app.add_config_value("fences_changes_page", "book/changes", "env")
     app.add_node(unsearched_html, html=(_visit_unsearched_html, None),
                  latex=(_skip, None), text=(_skip, None), man=(_skip, None), texinfo=(_skip, None))
     app.add_directive("record", RecordDirective)

@@ -127,19 +127,27 @@ def never_run_html(never: list[tuple[Fence, str]], url: Url) -> str:
     return "".join(out) + "</ul>"
 
 
+def bite_first(c: record.Change) -> tuple:
+    """What a user meets first: a change on upgrading (newest release first), then a
+    value that came and went, then a difference between builds; the book's order within."""
+    if c.kind == "release":
+        return (0, tuple(-int(n) for n in c.since.partition("+")[0].split(".")))
+    return (1 if c.kind == "varies" else 2, ())
+
+
 def changes_html(changes: list[record.Change], current: list[Fence], url: Url) -> str:
     """One row per behaviour (a labelled value that differs), in words."""
     where = {f.id: f for f in current}
     rows = []
-    for c in changes:
+    for c in sorted(changes, key=bite_first):
         if not c.label:
             continue
         f = where[c.fence]
         if c.kind == "release":
-            what, since, by = f"{esc(c.old)} → {esc(c.new)}", esc(c.since), "release"
+            what, since, by = f"{esc(c.old)} → {esc(c.new)}", esc(c.release()), "release"
         elif c.kind == "build":
-            what = "; ".join(f"{esc(b)}: {esc(v)}" for b, v in c.by_build.items())
-            since, by = "—", "build"
+            what = "; ".join(f"{esc(b)} build: {esc(v)}" for b, v in c.by_build.items())
+            since, by = "—", "build: " + " vs ".join(f"{esc(b)} build" for b in c.by_build)
         else:
             what = "; ".join(f"{esc(v)} from {esc(r)}" for r, v in c.segments)
             since, by = esc(c.segments[1][0]), "release and build"

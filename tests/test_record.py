@@ -273,7 +273,13 @@ def test_badge_changed_names_the_release_and_both_values():
 def test_badge_by_build():
     runs = series({"2.8.0": "cuda", "2.13.0+cpu": "None", "2.15.0": "cuda"})
     b = record.badge("a", runs)
-    assert (b.kind, b.text) == ("changed", "differs by build: CPU-only None, CUDA cuda")
+    assert (b.kind, b.text) == ("changed", "CPU-only build vs CUDA build: None vs cuda")
+
+
+def test_a_change_first_seen_on_a_local_build_names_the_release():
+    runs = series({"2.12.1": "1", "2.13.0+cpu": "2", "2.14.1": "2"}, cpu=())
+    assert record.badge("a", runs).text == \
+        "changed in 2.13.0 (first recorded on its cpu build): 1 → 2"
 
 
 def test_a_value_that_comes_and_goes_varies():
