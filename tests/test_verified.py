@@ -55,7 +55,8 @@ def test_changes_are_behaviours_in_words_with_the_release_and_the_section():
     html = verified.changes_html(changes, CURRENT, url)
     assert '<td data-label="behaviour">the answer</td>' in html
     assert '<td data-label="old → new">1 → 2</td>' in html
-    assert '<td data-label="first release with the new value">2.13.0+cpu</td>' in html
+    assert '<td data-label="first release with the new value">2.13.0 (first recorded on its ' \
+        'cpu build)</td>' in html
     assert '<td data-label="differs by">release</td>' in html
     assert '<a href="a.html#fence-a">a: Section of a</a>' in html
     assert "<code>n</code>" not in html  # no description: not a behaviour row
@@ -64,7 +65,15 @@ def test_changes_are_behaviours_in_words_with_the_release_and_the_section():
 def test_values_without_a_description_are_collapsed_apart():
     html = verified.other_values_html(record.changes(runs(), CURRENT), CURRENT, url)
     assert html.startswith('<details class="tf-details"><summary>1 more recorded values differ')
-    assert "<code>n</code>" in html and "differs by build: CPU-only 6, CUDA 5" in html
+    assert "<code>n</code>" in html and "CPU-only build vs CUDA build: 6 vs 5" in html
+
+
+def test_upgrades_come_first_newest_first_then_build_differences():
+    changes = [record.Change("a", "x", "built", "build", by_build={"CPU-only": "1", "CUDA": "2"}),
+               record.Change("a", "y", "older", "release", old="1", new="2", since="2.9.1"),
+               record.Change("a", "z", "newer", "release", old="1", new="2", since="2.13.0+cpu")]
+    assert [c.label for c in sorted(changes, key=verified.bite_first)] == \
+        ["newer", "older", "built"]
 
 
 def test_never_run_fences_are_called_out():
