@@ -167,7 +167,7 @@ MEASURES = {"floor": floor, "cold": cold, "warm": warm, "edit": edit, "test": te
 def machine() -> str:
     mem = ""
     try:
-        kb = int(next(l for l in open("/proc/meminfo") if l.startswith("MemTotal")).split()[1])
+        kb = int(next(line for line in open("/proc/meminfo") if line.startswith("MemTotal")).split()[1])
         mem = f", {kb / 2**20:.0f} GiB"
     except (OSError, StopIteration):
         pass

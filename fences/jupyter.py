@@ -29,7 +29,8 @@ OPTION = re.compile(r"^:([\w-]+):[ \t]*(.*)$")
 LINK = re.compile(r"\]\((?!https?:|#|mailto:)([^)\s]+?)\.md(#[^)]*)?\)")
 SUBSTITUTION = re.compile(r"\{\{\s*([\w-]+)\s*\}\}")
 TARGET = re.compile(r"^\(([^)\s]+)\)=\s*$", re.M)
-LEFT = re.compile(r"\{\{\s*[\w-]+\s*\}\}|\[missing value: |\{[a-z:]+\}`|^(`{3,}|:{3,})\{|^\([\w-]+\)=\s*$|\]\([^)]*\.md[)#]", re.M)
+LEFT = re.compile(r"\{\{\s*[\w-]+\s*\}\}|\[missing value: |\{[a-z:]+\}`|^(`{3,}|:{3,})\{"
+                  r"|^\([\w-]+\)=\s*$|\]\([^)]*\.md[)#]", re.M)
 #: Tags whose cells are collapsed in Jupyter: setup the reader need not read.
 COLLAPSED = {lint.PROOF_TAG: True, "hide-input": False, "hide-cell": True,
              "remove-input": False, "remove-cell": True}

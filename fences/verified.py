@@ -65,10 +65,11 @@ def provenance_html(runs: list[dict], stale: list[tuple[dict, list[str]]]) -> st
                                                                    if r.get("dirty") else "")
                           for r in runs})
         dates = sorted({r.get("date", "?") for r in runs})
+        span = f"{dates[0]} to {dates[-1]}" if len(dates) > 1 else dates[0]
         parts.append(
             f"<p>Current results for <b>{len(runs)}</b> releases "
             f"({esc(', '.join(record.label(r) for r in runs))}), run on book commit "
-            f"{esc(', '.join(commits))}, dated {esc(' to '.join([dates[0], dates[-1]]) if len(dates) > 1 else dates[0])}.</p>")
+            f"{esc(', '.join(commits))}, dated {esc(span)}.</p>")
     groups: dict[tuple, list[dict]] = {}
     for run, why in stale:  # files stale for the same reasons share one note
         groups.setdefault(tuple(why), []).append(run)
@@ -106,7 +107,8 @@ def summary_html(runs: list[dict], current: list[Fence]) -> str:
             + ([str(c["errors"])] if errors else [])
             + [(f' class="{css}" title="{esc(title)}"',
                 status + gaps)])
-    head = ["release", "build", "passed", "failed", "skipped"] + (["errors outside fences"] if errors else []) + ["status"]
+    head = (["release", "build", "passed", "failed", "skipped"]
+            + (["errors outside fences"] if errors else []) + ["status"])
     note = (f"<p>The book has <b>{len(current)}</b> fences; each row counts fences only "
             "(setup cells and illustrations are not fences).</p>")
     return note + _table(head, rows, "tf-table tf-summary")

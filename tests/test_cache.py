@@ -117,7 +117,6 @@ def test_the_build_waits_for_preexecute_before_reading(tmp_path, monkeypatch):
     import os
     import subprocess
     import time
-    import types
 
     from fences import cachekey
     from fences import rebuild as ext

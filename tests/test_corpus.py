@@ -35,7 +35,9 @@ from fences import cachekey
 
 CORPUS = Path(__file__).parent / "corpus"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-TIMEOUT = 20  # seconds per cell in the corpus runs: fail_hangs must hit it; a cold torch import on a loaded 2-core machine takes over 5
+# Seconds per cell in the corpus runs: fail_hangs must hit it; a cold torch import on a
+# loaded 2-core machine takes over 5.
+TIMEOUT = 20
 PROOF = "fences/corpus-proof"
 
 PYPROJECT = f"""[tool.pytest.ini_options]

@@ -94,11 +94,13 @@ def test_grid_is_collapsed_per_chapter_with_an_anchor_per_fence():
 
 
 def test_provenance_reports_stale_files_and_an_empty_record():
-    stale = [(run("2.9.1", [rec("a", code="old")]), ["book/a.md changed since this run (fences whose code changed: a)"])]
+    why = ["book/a.md changed since this run (fences whose code changed: a)"]
+    stale = [(run("2.9.1", [rec("a", code="old")]), why)]
     html = verified.provenance_html(runs(), stale)
     assert "Current results for <b>3</b> releases (2.8.0, 2.13.0+cpu, 2.15.0)" in html
     assert "<b>Stale: results/2.9.1.json</b>" in html and "fences whose code changed: a" in html
     assert "No results yet" in verified.provenance_html([], [])
     same = ["written before fences had ids"]
-    two = verified.provenance_html([], [(dict(run("2.8.0", []), file="2.8.0.json"), same), (dict(run("2.9.1", []), file="2.9.1.json"), same)])
+    two = verified.provenance_html([], [(dict(run("2.8.0", []), file="2.8.0.json"), same),
+                                        (dict(run("2.9.1", []), file="2.9.1.json"), same)])
     assert two.count('class="tf-stale"') == 1 and "results/2.8.0.json, results/2.9.1.json" in two

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import inspect
-import json
 import re
 import sys
 import tomllib
