@@ -192,7 +192,8 @@ def setup_cells(nb, app=None) -> list:
     code = SETUP_CODE.format(needs=needs, wheel=wheel_name(), version=wheel_version(),
                              torch=torch)
     return [new_markdown_cell(note),
-            new_code_cell(code, metadata={"tags": ["setup-for-download"]})]
+            new_code_cell(code, metadata={"tags": ["setup-for-download"],
+                                          "jupyter": {"source_hidden": True}})]
 
 
 def _fold_proofs(app, doctree) -> None:

@@ -9,8 +9,10 @@ fine: a reader has torch already) and a Jupyter runner (nbclient, ipykernel),
 and executes the notebook top to bottom there. The notebook's own first cell
 must install everything else. Before running it, reads it as Jupyter would
 show it: no MyST syntax left in a Markdown cell, no solution open, and no
-link to a repository (``fences.jupyter``). Fails on any error, naming the
-chapter.
+link to a repository (``fences.jupyter``). Last, opens each in JupyterLab in
+Chromium and checks what shows: the proofs and solutions collapsed, no MyST
+or glue placeholder in the rendered Markdown (a screenshot per notebook in
+``_build/screenshots/``). Fails on any error, naming the chapter.
 """
 from __future__ import annotations
 
@@ -65,6 +67,89 @@ def reading_problems(path: Path) -> list[str]:
     return problems
 
 
+#: In JupyterLab, what a reader sees of a notebook: collapsed cells, and text left raw.
+LAB_JS = """() => ({
+  cells: document.querySelectorAll('.jp-Notebook .jp-Cell').length,
+  collapsed: document.querySelectorAll('.jp-Notebook .jp-InputPlaceholder').length,
+  markdown: [...document.querySelectorAll('.jp-Notebook .jp-MarkdownOutput')]
+              .map(m => m.innerText).join('\\n'),
+})"""
+
+
+PLANTED = """{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type":
+"markdown", "id": "a", "metadata": {}, "source": "The value is {glue:text}`x`."}]}"""
+
+
+def lab_problems(folder: Path, names: list[str]) -> dict[str, list[str]]:
+    """Open each notebook of ``folder`` in JupyterLab in Chromium, as a reader would:
+    every proof and solution collapsed, no glue placeholder or MyST left in the rendered
+    Markdown. One screenshot per notebook in _build/screenshots/lab-<name>.png."""
+    import json
+    import secrets
+    import socket
+
+    from check_site import SHOTS, launch
+    from playwright.sync_api import sync_playwright
+
+    from fences import jupyter
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    token = secrets.token_hex(16)
+    # Settings for this run only: every cell rendered (JupyterLab 4 renders only the cells
+    # in view by default), and no news prompt over the screenshot.
+    settings = folder / ".lab-settings"
+    for plugin, value in (("notebook-extension/tracker", {"windowingMode": "none"}),
+                          ("apputils-extension/notification", {"fetchNews": "false"})):
+        target = settings / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(value))
+    lab = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
+         "--ip=127.0.0.1", f"--IdentityProvider.token={token}", "--allow-root",
+         f"--ServerApp.root_dir={folder}", "--LabApp.news_url=", "--ServerApp.open_browser=False"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**__import__("os").environ, "JUPYTERLAB_SETTINGS_DIR": str(settings)})
+    found: dict[str, list[str]] = {}
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(120):  # the server answers within seconds; give up after a minute
+            try:
+                urllib.request.urlopen(f"{base}/api?token={token}", timeout=2)  # noqa: S310
+                break
+            except OSError:
+                time.sleep(0.5)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        with sync_playwright() as pw:
+            browser = launch(pw)
+            for name in names:
+                path = folder / f"{name}.ipynb"
+                nb = json.loads(path.read_text())
+                hidden = sum(bool(c["metadata"].get("jupyter", {}).get("source_hidden"))
+                             for c in nb["cells"])
+                page = browser.new_page(viewport={"width": 1400, "height": 900})
+                page.goto(f"{base}/lab/tree/{name}.ipynb?token={token}", wait_until="load")
+                page.wait_for_selector(".jp-Notebook .jp-MarkdownOutput", timeout=60000)
+                page.wait_for_timeout(1500)
+                facts = page.evaluate(LAB_JS)
+                page.screenshot(path=str(SHOTS / f"lab-{name}.png"))
+                page.close()
+                problems = []
+                if facts["collapsed"] < hidden:
+                    problems.append(f"{facts['collapsed']} cells shown collapsed, {hidden} should be")
+                left = jupyter.LEFT.findall(facts["markdown"]) + \
+                    (["{glue"] if "{glue" in facts["markdown"] else [])
+                if left:
+                    problems.append(f"raw MyST in the rendered Markdown: {left[:3]}")
+                found[name] = problems
+            browser.close()
+    finally:
+        lab.terminate()
+        lab.wait(timeout=30)
+    return found
+
+
 def main(argv: list[str]) -> int:
     site = Path(argv[0]) if argv else ROOT / "_build" / "html"
     wheels = sorted((site / WHEEL_DIR).glob("*.whl"))
@@ -93,6 +178,21 @@ def main(argv: list[str]) -> int:
                 tail = [] if ok else ((run.stdout + run.stderr).splitlines()[-15:]
                                       or [f"exit status {run.returncode}"])
                 failures += report(f"{name} ({time.monotonic() - start:.0f} s)", tail)
+            lab = Path(tmp) / "lab"
+            lab.mkdir()
+            for name in pages:
+                stem = name.replace("/", "_")
+                (lab / f"{stem}.ipynb").write_bytes((Path(tmp) / stem / f"{Path(name).stem}.ipynb")
+                                                    .read_bytes())
+            # The self-test: a notebook left in MyST must be failed.
+            (lab / "planted-myst.ipynb").write_text(PLANTED)
+            stems = [n.replace("/", "_") for n in pages]
+            seen = lab_problems(lab, stems + ["planted-myst"])
+            planted = seen.pop("planted-myst")
+            failures += report("self-test: JupyterLab shows raw MyST in a planted notebook",
+                               [] if planted else ["the planted notebook was not failed"])
+            for stem, problems in seen.items():
+                failures += report(f"{stem}: in JupyterLab (screenshot lab-{stem}.png)", problems)
     finally:
         server.shutdown()
     print(f"check-notebooks: {len(pages) - failures} ran, {failures} failed")
