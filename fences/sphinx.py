@@ -341,10 +341,10 @@ def book_numbers(root: Path) -> dict[str, str]:
         nb = chapters.parse(text)
         fence_cells = [c for c in nb.cells if lint.is_fence(c)]
         exercises = len(re.findall(r"^`{3,}\{exercise\}", text, re.M))
-        totals["fences"] += len(fence_cells)
+        gpu = sum('needs("cuda"' in c.source or 'needs("mps"' in c.source for c in fence_cells)
+        totals["fences"] += len(fence_cells) - gpu  # what ran here; the GPU ones are apart
         totals["cited"] += len(re.findall(r"^[`:]{3,}\{cited\}", text, re.M))
-        totals["gpu"] += sum('needs("cuda")' in c.source or 'needs("mps")' in c.source
-                             for c in fence_cells)
+        totals["gpu"] += gpu
         totals["exercises"] += exercises
         if path.stem in COURSE:
             prose = " ".join(c.source for c in nb.cells if c.cell_type == "markdown")
