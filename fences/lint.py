@@ -72,7 +72,8 @@ def is_fence(cell) -> bool:
 
 
 def proves(source: str) -> str:
-    """The text of a fence's ``# Proves:`` comment, its continuation lines joined."""
+    """The text of a fence's ``# Proves:`` comment with the comment lines that continue
+    it (up to a blank comment, code, or another label such as ``Does not prove:``)."""
     lines = source.splitlines()
     for n, line in enumerate(lines):
         m = re.match(r"^\s*#\s*Proves:\s*(.*)$", line)
@@ -81,9 +82,10 @@ def proves(source: str) -> str:
         words = [m.group(1).strip()]
         for more in lines[n + 1:]:
             c = re.match(r"^\s*#\s?(.*)$", more)
-            if not c or re.match(r"\s*Does not prove:", c.group(1)) or not c.group(1).strip():
+            text = c.group(1).strip() if c else ""
+            if not text or re.match(r"^[A-Z][\w ]{0,30}:", text):
                 break
-            words.append(c.group(1).strip())
+            words.append(text)
         return " ".join(w for w in words if w)
     return ""
 

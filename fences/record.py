@@ -228,11 +228,6 @@ def read_book(root: Path) -> tuple[list[Fence], dict[str, str]]:
     return fences, digests
 
 
-def current_fences(root: Path) -> list[Fence]:
-    """Every fence in the chapters ``_toc.yml`` lists, in reading order."""
-    return read_book(root)[0]
-
-
 def plain(title: str) -> str:
     """A MyST heading as text: roles, backticks and emphasis marks dropped."""
     title = re.sub(r"\{[\w:-]+\}`([^`<]*?)(?:\s*<[^>]*>)?`", r"\1", title)
@@ -240,23 +235,14 @@ def plain(title: str) -> str:
 
 
 def claim(source: str) -> str:
-    """What a fence proves: its ``# Proves:`` comment with the comment lines that continue it
-    (up to a blank comment, code, or another label such as ``Does not prove:``); the first
-    comment line when it has none."""
-    lines = source.splitlines()
-    for n, line in enumerate(lines):
-        text = line.strip()
-        if text.startswith("#") and text.lstrip("#").strip().startswith("Proves:"):
-            parts = [text.lstrip("#").strip().removeprefix("Proves:").strip()]
-            for more in lines[n + 1:]:
-                more = more.strip()
-                words = more.lstrip("#").strip()
-                if not more.startswith("#") or not words or re.match(r"^[A-Z][\w ]{0,30}:", words):
-                    break
-                parts.append(words)
-            return " ".join(parts)
-    comments = [line.strip().lstrip("#").strip() for line in lines if line.strip().startswith("#")]
-    return comments[0] if comments else ""
+    """What a fence proves (``lint.proves``); the first comment line when it has no
+    ``# Proves:`` line."""
+    from . import lint
+
+    found = lint.proves(source)
+    comments = [line.strip().lstrip("#").strip() for line in source.splitlines()
+                if line.strip().startswith("#")]
+    return found or (comments[0] if comments else "")
 
 
 def _ids(ids: list[str]) -> str:
@@ -396,7 +382,7 @@ class Change:
 
 def classify(fence: str, name: str, label: str, points: list[tuple[dict, str]]) -> Change | None:
     """How one recorded value varies over ``points`` ([(run, value)], in release order)."""
-    values = {lbl(r): v for r, v in points}
+    values = {label(r): v for r, v in points}
     if len(set(values.values())) <= 1:
         return None
     kinds: dict[str, set] = {}
@@ -405,7 +391,7 @@ def classify(fence: str, name: str, label: str, points: list[tuple[dict, str]]) 
     segments: list[tuple[str, str]] = []
     for run, value in points:
         if not segments or segments[-1][1] != value:
-            segments.append((lbl(run), value))
+            segments.append((label(run), value))
     if len(kinds) > 1 and all(len(v) == 1 for v in kinds.values()):
         return Change(fence, name, label, "build", by_build={k: next(iter(kinds[k])) for k in sorted(kinds)},
                       values=values)  # CPU-only before CUDA, whichever release came first
@@ -413,10 +399,6 @@ def classify(fence: str, name: str, label: str, points: list[tuple[dict, str]]) 
         return Change(fence, name, label, "release", old=segments[0][1], new=segments[1][1],
                       since=segments[1][0], values=values)
     return Change(fence, name, label, "varies", segments=segments, values=values)
-
-
-def lbl(run: dict) -> str:
-    return label(run)
 
 
 def fence_changes(fence: str, runs: list[dict]) -> list[Change]:
