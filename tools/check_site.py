@@ -84,7 +84,7 @@ MEASURE_JS = """() => {
   const ex = document.querySelector('section#exercises');
   const end = ex || document.querySelector('article') || document.body;
   const bottom = end.getBoundingClientRect().bottom + window.scrollY;
-  const text = (document.querySelector('main') || document.body).innerText;
+  const text = [...document.querySelectorAll('div.cell_output')].map(o => o.innerText).join('\\n');
   return {
     screens: Math.round(bottom / window.innerHeight * 10) / 10,
     to: ex ? 'the end of the exercises' : 'the end of the page',
@@ -100,7 +100,7 @@ def measure_problems(facts: dict) -> list[str]:
     words = {"screens": f"{facts['screens']} screens at 1400×900 to {facts.get('to')}",
              "visible_cell": f"a code cell shows {facts['visible_cell']} lines without a click",
              "long_outputs": f"{facts['long_outputs']} visible output(s) over 15 lines",
-             "observed": f"{facts['observed']} [observed] line(s) on the page"}
+             "observed": f"{facts['observed']} [observed] line(s) in the page's outputs"}
     return [f"{words[k]} (goal: at most {goal})" for k, goal in GOALS.items() if facts[k] > goal]
 
 
@@ -302,7 +302,7 @@ BAD_LESSON = HEAD.format(title="Long lesson") + f"""<body><main><article>
 <div class="cell"><div class="cell_input"><pre>{LONG}</pre></div>
 <div class="cell_output"><pre>{LONG}</pre></div></div>
 <details><summary>Proof</summary><div class="cell_input"><pre>{LONG}{LONG}</pre></div></details>
-<p>[observed] x = 1</p><section id="exercises"><h2>Exercises</h2></section>
+<div class="cell_output"><pre>[observed] x = 1</pre></div><section id="exercises"><h2>Exercises</h2></section>
 </article></main></body></html>"""
 GOOD_LESSON = HEAD.format(title="Short lesson") + f"""<body><main><article>
 <h1>Short lesson</h1><div class="cell"><div class="cell_input"><pre>x = 1</pre></div></div>
