@@ -286,7 +286,8 @@ BAD = HEAD.format(title="Bad page") + """<body><main>
 <span class="pasted-text" style="font-weight:700">7</span></p>
 <div class="cell"><div class="cell_input"><pre style="white-space:pre-wrap">x = 1</pre></div></div>
 <div style="width:3000px">wide</div>
-<div class="cell tag_fence"><div class="cell_input"><pre>assert 1 == 2</pre></div></div>
+<div class="cell tag_fence"><p class="tf-badge-line"><a class="tf-badge tf-badge-holds"
+href="#">holds on 2.8.0</a></p><div class="cell_input"><pre>assert 1 == 2</pre></div></div>
 <p style="color:#bbb;background:#fff">faint text</p>
 <div class="output traceback"><pre>Traceback (most recent call last): AssertionError</pre></div>
 <script>console.error("boom")</script></main></body></html>"""
