@@ -44,7 +44,8 @@ $(STAMP): pyproject.toml
 # What the site is made from. With none of it newer than the last good build,
 # `make book` has nothing to do. The torch install and the venv's package
 # folder count too: upgrading torch, numpy or myst-nb makes the site stale.
-SITE   := _build/html/index.html
+HTML   := _build/html
+SITE   := $(HTML)/index.html
 INPUTS := _config.yml _toc.yml $(wildcard book/*.md fences/*.py results/*.json _static/*) \
           $(wildcard mutate-results.json) \
           tools/preexecute.py $(wildcard $(VENV)/lib/python3*/site-packages) \
@@ -52,7 +53,9 @@ INPUTS := _config.yml _toc.yml $(wildcard book/*.md fences/*.py results/*.json _
 
 book: $(SITE)
 
-# A build that fails leaves no index.html behind, so nothing half-built passes for done.
+# The site is exactly the last build: the output is removed first (the pages of a
+# chapter taken out of the book go with it), and a build that fails or is stopped
+# leaves no site at all, so nothing half-built or stale passes for done.
 .DELETE_ON_ERROR:
 
 # tools/preexecute.py runs the uncached chapters in parallel into the cache
@@ -61,13 +64,23 @@ book: $(SITE)
 # The build starts beside it and waits for it before reading a page
 # (fences/rebuild.py), so Sphinx's start-up overlaps the kernels.
 # -n: nitpicky, -W: every warning is an error, --keep-going: report them all.
+# Ctrl-C or SIGTERM (make passes it to this shell) stops the build and everything it
+# started: with job control (set -m) each of the two runs in a process group of its own,
+# which the trap ends whole (preexecute's pool workers and its resource tracker with it;
+# a kernel, in a session of its own, ends when its parent does).
 $(SITE): $(STAMP) $(INPUTS)
-	$(BIN)/python tools/preexecute.py _build/.jupyter_cache & pre=$$!; built=0; \
-	    $(BIN)/jupyter-book build . -n -W --keep-going || built=$$?; \
-	    wait $$pre || true; exit $$built
+	rm -rf $(HTML)
+	set -m; pre=; jb=; \
+	    stop() { trap - INT TERM; kill -TERM -- $${pre:+-$$pre} $${jb:+-$$jb} 2>/dev/null; \
+	             wait; rm -rf $(HTML); echo "make book: stopped" >&2; exit 130; }; \
+	    trap stop INT TERM; \
+	    $(BIN)/python tools/preexecute.py _build/.jupyter_cache & pre=$$!; \
+	    $(BIN)/jupyter-book build . -n -W --keep-going & jb=$$!; \
+	    built=0; wait $$jb || built=$$?; wait $$pre || true; \
+	    if [ $$built -ne 0 ]; then rm -rf $(HTML); fi; exit $$built
 	@test -f $@ && touch $@
 
-# CI passes PYTEST_ARGS=--fences-fresh-kernel: a fresh kernel per chapter, as the matrix runs.
+# Every chapter runs in a fresh kernel of its own, here as in CI and the matrix.
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 

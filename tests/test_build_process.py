@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
@@ -37,3 +39,92 @@ def test_the_parse_cache_outside_the_clone_is_pruned(tmp_path):
     assert left == ["new.ipynb", "recent0.ipynb", "recent1.ipynb", "recent2.ipynb"], left
     assert removed == 5   # recent3, recent4, the stray file, week (past keep), old (past 14 days)
     assert preexecute.prune_parsed(tmp_path / "absent") == 0
+
+
+# --- make book's recipe, with stand-ins for preexecute and jupyter-book ------------------
+#
+# The stand-ins are shell scripts in a BIN of their own; the venv's stamp and the inputs are
+# out of the way (STAMP= INPUTS=) and the site goes to a temporary HTML folder, so the
+# recipe itself runs, quickly, and nothing of the real book is built.
+
+FAKE_PYTHON = """#!/bin/bash
+# tools/preexecute.py: with $HANG, a pool worker of its own, waited for (as the real one does)
+if [ -n "${HANG:-}" ]; then
+    sleep 1000 &
+    printf p >&"$READY_FD"
+    wait
+fi
+"""
+FAKE_JUPYTER_BOOK = """#!/bin/bash
+# jupyter-book build: write the pages named in $PAGES, then exit $RC; or, with $HANG,
+# start a process of its own (a kernel) and wait for it
+if [ -n "${HANG:-}" ]; then
+    sleep 1000 &
+    printf j >&"$READY_FD"
+    wait
+fi
+mkdir -p "$SITE_DIR"
+for page in $PAGES; do echo "built" > "$SITE_DIR/$page"; done
+exit "${RC:-0}"
+"""
+
+
+def fake_bin(tmp_path):
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    for name, text in (("python", FAKE_PYTHON), ("jupyter-book", FAKE_JUPYTER_BOOK)):
+        (folder / name).write_text(text)
+        (folder / name).chmod(0o755)
+    return folder
+
+
+def make_book(tmp_path, env: dict, **kwargs):
+    """``make -B book``: remade whatever the site's date (its inputs are out of the way)."""
+    import subprocess
+
+    html = tmp_path / "html"
+    args = ["make", "-B", "-C", str(ROOT), "book", "STAMP=", "INPUTS=", f"BIN={fake_bin(tmp_path)}",
+            f"HTML={html}"]
+    full = {**os.environ, "SITE_DIR": str(html), "READY_FD": "2", **env}
+    return subprocess.Popen(args, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, **kwargs), html
+
+
+def test_the_site_is_exactly_the_last_build(tmp_path):
+    html = tmp_path / "html"
+    html.mkdir()
+    (html / "removed-chapter.html").write_text("Every fence on this page passed")
+    proc, _ = make_book(tmp_path, {"PAGES": "index.html views.html", "RC": "0"})
+    assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    assert sorted(p.name for p in html.iterdir()) == ["index.html", "views.html"]
+    # a failed build leaves no site that looks built: neither its pages nor the last ones
+    proc, _ = make_book(tmp_path, {"PAGES": "index.html views.html", "RC": "1"})
+    assert proc.wait(timeout=120) != 0
+    assert not html.exists()
+
+
+@pytest.mark.parametrize("how", ["SIGTERM to make", "Ctrl-C"])
+def test_stopping_make_book_stops_every_process_it_started(tmp_path, how):
+    """Every process the build starts inherits the write end of a pipe; reading its read
+    end ends (EOF) only once all of them have exited: no polling, no process table."""
+    import select
+    import signal
+
+    ready_r, ready_w = os.pipe()
+    alive_r, alive_w = os.pipe()
+    proc, html = make_book(tmp_path, {"HANG": "1", "READY_FD": str(ready_w)},
+                           pass_fds=(ready_w, alive_w), start_new_session=True)
+    os.close(ready_w), os.close(alive_w)
+    started = b""
+    while len(started) < 2:   # preexecute's worker and jupyter-book's child are running
+        assert select.select([ready_r], [], [], 120)[0], "the stand-ins did not start"
+        started += os.read(ready_r, 2)
+    if how == "Ctrl-C":       # the terminal signals the foreground process group
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) != 0
+    assert select.select([alive_r], [], [], 60)[0], "a process the build started still runs"
+    assert os.read(alive_r, 1) == b""       # EOF: every holder of the pipe has exited
+    assert not (html / "index.html").exists()
+    os.close(ready_r), os.close(alive_r)

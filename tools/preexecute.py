@@ -122,9 +122,18 @@ def prune_parsed(folder: Path, keep: int = PARSED_KEEP, days: float = PARSED_DAY
     return removed
 
 
+def _stopped(signum, frame):
+    """SIGTERM (make book's trap ends this process group): unwind, so that ``main`` stops
+    the kernel it started early (a kernel runs in a session of its own)."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str]) -> int:
+    import signal
+
     from fences.chapter import parse_cache_dir
 
+    signal.signal(signal.SIGTERM, _stopped)
     prune_parsed(parse_cache_dir())
     folder = cache_path(Path(argv[0]) if argv else ROOT / "_build" / ".jupyter_cache")
     lock = running_lock(folder)
