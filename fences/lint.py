@@ -20,6 +20,8 @@ What is checked, per chapter:
   ``>=`` with the same expression on both sides), ``assert True``, or an
   assert of a non-empty literal;
 - a ``{cited}`` block without a ``:source:`` URL or a ``:version:``;
+- a code cell inside a colon-fenced directive (``:::{note}``): the two
+  readers disagree on it (jupytext makes it a cell, myst-nb text in the box);
 - a code line longer than ``MAX_COLUMNS`` (it would wrap or scroll);
 - an exercise (``{exercise}`` with a ``:label:``) whose solution has no
   fence calling ``fences.grade.prove``.
@@ -55,6 +57,7 @@ REMOVING_TAGS = {"remove-cell", "remove-input"}
 FENCE_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 PROVES = re.compile(r"^\s*#\s*Proves:", re.M)
 _CITED = re.compile(r"^(:{3,}|`{3,})\{cited\}(.*)$")
+_CODE_CELL = re.compile(r"^(`{3,}|~{3,})\{code-cell\}")
 _EXERCISE = re.compile(r"^(:{3,}|`{3,})\{exercise\}")
 _LABEL = re.compile(r"^:label:\s*(\S+)")
 _SOLUTION = re.compile(r"^(:{3,}|`{3,})\{solution(?:-start)?\}\s*(\S+)")
@@ -216,6 +219,19 @@ def text_problems(text: str) -> list[str]:
             problems.append(f"line {n}: {{cited}} without a `:source:` URL a reader can open")
         if not options.get("version"):
             problems.append(f"line {n}: {{cited}} without a `:version:` (the release cited)")
+    opened: list[tuple[str, str, int]] = []  # colon-fenced directives still open
+    for n, line in enumerate(lines, 1):
+        m = re.match(r"^(:{3,})\{([\w-]+)\}", line)
+        if m:
+            opened.append((m.group(1), m.group(2), n))
+        elif opened and line.strip() == opened[-1][0]:
+            opened.pop()
+        elif opened and _CODE_CELL.match(line):
+            colons, name, start = opened[-1]
+            problems.append(
+                f"line {n}: a code cell inside the {colons}{{{name}}} block of line {start}: "
+                "make test would run it as a cell and make book would show it as text in "
+                "the box; close the block before the cell")
     labels = {}
     for n, line in enumerate(lines, 1):
         if _EXERCISE.match(line):

@@ -178,3 +178,12 @@ def test_the_fold_caption_is_the_proves_text():
     assert lint.proves(source) == "every dtype holds it."
     assert lint.fold_caption(source) == ("Proof: every dtype holds it. Show the code",
                                          "Proof: every dtype holds it. Hide the code")
+
+
+def test_a_code_cell_inside_a_colon_fenced_block_is_refused():
+    """jupytext (make test) splits it out as a cell; myst-nb (make book) keeps it as text
+    inside the box: refused by the lint both use, so the two cannot disagree."""
+    inside = ":::{note}\nA note.\n\n" + GOOD_FENCE % "inside" + ":::\n"
+    assert any("inside the :::{note} block of line" in p for p in problems(inside))
+    after = ":::{note}\nA note.\n:::\n\n" + GOOD_FENCE % "after"
+    assert problems(after) == []
