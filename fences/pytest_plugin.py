@@ -137,6 +137,11 @@ class StrayNotebook(pytest.File):
             "or delete it.")
 
 
+#: Run in each fresh kernel before the chapter's first cell, allowed ``WARM_UP_TIMEOUT`` s.
+WARM_UP = "import fences.state"
+WARM_UP_TIMEOUT = 600
+
+
 class KernelDied(RuntimeError):
     """The chapter's kernel process ended while a cell ran (a crash, ``os._exit``)."""
 
@@ -201,6 +206,12 @@ class Chapter(IPyNbFile):
     def setup(self):
         super().setup()
         watch_for_death(self.kernel)
+        # A fresh kernel imports torch (through fences.state) before the first cell, with
+        # the start-up allowance, not the cell timeout: a cold import on a loaded machine
+        # takes tens of seconds, which no cell of the chapter should be charged with.
+        msg_id = self.kernel.execute_cell_input(WARM_UP, allow_stdin=False)
+        self.kernel.await_reply(msg_id, timeout=WARM_UP_TIMEOUT)
+        self.kernel.await_idle(msg_id, WARM_UP_TIMEOUT)
 
     def collect(self):
         try:

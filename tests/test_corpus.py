@@ -6,11 +6,12 @@ by pytest in a subprocess, with this project's plugin, exactly as
 record the plugin writes for it; its `pass_*` twin must pass. This proves
 the suite can fail.
 
-All outcome cases run in one subprocess (one kernel, reused between
-chapters as in `make test`, replaced after each failure), so a failing
-chapter is also shown not to disturb the chapter after it: the leaked
-matmul precision does not reach its twin, and the seed pass_seeds leaves
-does not reach pass_unseeded. The cases that
+All outcome cases run in one subprocess (a fresh kernel per chapter, as
+in `make test`), so a failing chapter is also shown not to disturb the
+chapter after it: the leaked matmul precision does not reach its twin, the
+seed pass_seeds leaves does not reach pass_unseeded, and the torch function
+mode and patched module pass_leaves_mode leaves do not reach pass_mode_gone.
+fail_dead_kernel must fail at once, its cell named, not on the timeout. The cases that
 stop the whole suite (_toc.yml problems) each get their own in-process run.
 
 The subprocess runs are proofs about fences/ under this torch and these
@@ -58,6 +59,7 @@ CASES = {
     "fail_setup_cell": ("pass_assert", "RuntimeError: a setup cell broke"),
     "fail_hangs": ("pass_quick", f"Timeout of {TIMEOUT} seconds exceeded"),
     "fail_tag": ("pass_assert", "tag 'raises-exception'"),
+    "fail_dead_kernel": ("pass_quick", "the kernel died (exit code 3) while running this cell"),
     "fail_no_header": ("pass_assert", "book/fail_no_header.md: no jupytext header"),
 }
 
@@ -77,7 +79,7 @@ def lay_out(tmp_path: Path, chapters, toc: str | None = None) -> Path:
 
 def run_suite(root: Path, *args: str) -> tuple[int, str]:
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "book", *args],
-                          cwd=root, capture_output=True, text=True, timeout=300)
+                          cwd=root, capture_output=True, text=True, timeout=1500)
     return proc.returncode, ANSI.sub("", proc.stdout + proc.stderr)
 
 
@@ -110,7 +112,7 @@ def proven(request, name: str, run):
 
 
 # Passing chapters whose point is what ran before them (sorted names run in order).
-EXTRA = {"pass_needs", "pass_seeds", "pass_unseeded"}
+EXTRA = {"pass_needs", "pass_seeds", "pass_unseeded", "pass_leaves_mode", "pass_mode_gone"}
 
 
 @pytest.fixture(scope="module")
@@ -161,9 +163,11 @@ def test_must_pass_twin_passes(corpus_run, failing):
     assert all(r["outcome"] == "passed" for r in records), (twin, records)
 
 
-@pytest.mark.parametrize("chapter", sorted(EXTRA - {"pass_needs"}))
+@pytest.mark.parametrize("chapter", sorted(EXTRA - {"pass_needs", "pass_leaves_mode"}))
 def test_a_chapter_may_seed_and_the_next_starts_fresh(corpus_run, chapter):
-    """pass_seeds leaves torch seeded with 0; pass_unseeded, after it in the same kernel, is reseeded."""
+    """pass_seeds leaves torch seeded with 0; pass_unseeded, after it, is reseeded.
+    pass_leaves_mode leaves a torch function mode entered and math.pi patched, which
+    the state guard does not see; pass_mode_gone, after it, sees neither (a fresh kernel)."""
     records = corpus_run[2][chapter]
     assert records and all(r["outcome"] == "passed" for r in records), (chapter, records)
 
