@@ -109,7 +109,7 @@ $(AXE):
 
 check-site-tools: $(STAMP) $(AXE)
 	@test "$${CHROMIUM:-}" = bundled || test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
-	@$(BIN)/python -c "import playwright, pypdf" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[check-site]' '$(TORCH)'
+	@$(BIN)/python -c "import playwright, pypdf, jupyterlab" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[check-site]' '$(TORCH)'
 
 check-site: check-site-tools
 	$(BIN)/python tools/check_site.py _build/html
