@@ -112,10 +112,12 @@ def raises(expected: type[BaseException] | tuple, match: str):
 
 def _check_pattern(match: str) -> None:
     """A message pattern must say something: one that matches the empty string ("",
-    ".*", "x?") matches every message, so the check would pass on any error."""
-    if not isinstance(match, str) or re.search(match, "") is not None:
+    ".*", "x?"), or names no word of three letters (".", r"\\w+"), matches about every
+    message, so the check would pass on any error."""
+    if not isinstance(match, str) or re.search(match, "") is not None \
+            or not re.search(r"[A-Za-z]{3}", re.sub(r"\\.", "", match)):
         raise ValueError(f"message pattern {match!r} matches any message: name the "
-                         "message (a part of it that only this error has)")
+                         "message (a word of it, at least, that only this error has)")
 
 
 def _named_exactly(exc: BaseException, expected, names: str) -> None:
