@@ -78,8 +78,8 @@ GOALS = {"screens": 20, "visible_cell": 15, "long_outputs": 0, "observed": 0}
 SCREEN = (1400, 900)
 MEASURE_JS = """() => {
   const shown = el => el.offsetParent !== null && !el.closest('details:not([open])');
-  // A table's lines are its rows (a wrapped cell is still one row); text, its lines.
-  const lines = el => el.querySelector('table') ? el.querySelectorAll('tr').length
+  // A table's lines are its body rows (a wrapped cell is still one row); text, its lines.
+  const lines = el => el.querySelector('table') ? el.querySelectorAll('tbody tr').length
                       : el.innerText.replace(/\\n$/, '').split('\\n').length;
   const cells = [...document.querySelectorAll('div.cell_input pre')].filter(shown);
   const outs = [...document.querySelectorAll('div.cell_output')].filter(shown);
