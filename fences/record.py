@@ -380,7 +380,7 @@ class Change:
         return f"{base} (first recorded on its {local} build)" if plus else base
 
 
-def classify(fence: str, name: str, label: str, points: list[tuple[dict, str]]) -> Change | None:
+def classify(fence: str, name: str, text: str, points: list[tuple[dict, str]]) -> Change | None:
     """How one recorded value varies over ``points`` ([(run, value)], in release order)."""
     values = {label(r): v for r, v in points}
     if len(set(values.values())) <= 1:
@@ -393,12 +393,12 @@ def classify(fence: str, name: str, label: str, points: list[tuple[dict, str]]) 
         if not segments or segments[-1][1] != value:
             segments.append((label(run), value))
     if len(kinds) > 1 and all(len(v) == 1 for v in kinds.values()):
-        return Change(fence, name, label, "build", by_build={k: next(iter(kinds[k])) for k in sorted(kinds)},
+        return Change(fence, name, text, "build", by_build={k: next(iter(kinds[k])) for k in sorted(kinds)},
                       values=values)  # CPU-only before CUDA, whichever release came first
     if len(segments) == 2:
-        return Change(fence, name, label, "release", old=segments[0][1], new=segments[1][1],
+        return Change(fence, name, text, "release", old=segments[0][1], new=segments[1][1],
                       since=segments[1][0], values=values)
-    return Change(fence, name, label, "varies", segments=segments, values=values)
+    return Change(fence, name, text, "varies", segments=segments, values=values)
 
 
 def fence_changes(fence: str, runs: list[dict]) -> list[Change]:
