@@ -64,6 +64,11 @@ def print_pages(url: str, pages: list[str]) -> list[tuple[str, bytes, dict]]:
 #: Before printing: the solutions of a chapter go to its end, under one heading, so the
 #: exercises print without their answers beside them.
 PREPARE_JS = """() => {
+  // Each code line its own block with a hanging indent: a line the page wraps at the
+  // margin continues indented under its start, so it does not read as a new statement.
+  document.querySelectorAll('main div.highlight pre').forEach(pre => {
+    pre.innerHTML = pre.innerHTML.split('\\n').map(l => `<span class="tf-line">${l}</span>`).join('');
+  });
   const sols = [...document.querySelectorAll('main .solution, main details.solution')];
   const article = document.querySelector('main article') || document.querySelector('main');
   if (!sols.length || !article) return;
