@@ -382,8 +382,10 @@ def main(argv: list[str]) -> int:
                       f"longest visible cell {facts['visible_cell']} lines, "
                       f"{facts['long_outputs']} visible outputs over 15 lines, "
                       f"{facts['observed']} [observed] lines", flush=True)
-                problems = measure_problems(facts) if lesson else [
-                    p for p in measure_problems({**facts, "screens": 0})]
+                # A lesson meets every goal; another page (a reference page's tables
+                # are its content) only shows no [observed] line.
+                problems = measure_problems(facts) if lesson else measure_problems(
+                    {**facts, "screens": 0, "visible_cell": 0, "long_outputs": 0})
                 checks += 1
                 failures += report(f"{name}: the reader's measures", problems)
             for query, chapter in SEARCHES.items():
