@@ -219,6 +219,18 @@ def text_problems(text: str) -> list[str]:
             problems.append(f"line {n}: {{cited}} without a `:source:` URL a reader can open")
         if not options.get("version"):
             problems.append(f"line {n}: {{cited}} without a `:version:` (the release cited)")
+    fence = None  # the open backtick block: (its fence, its line, plain or a directive)
+    for n, line in enumerate(lines, 1):
+        m = re.match(r"^(`{3,}|~{3,})(\{[\w-]+\})?", line)
+        if fence is None and m:
+            fence = (m.group(1), n, m.group(2) is None)
+        elif fence is not None and line.strip() == fence[0]:
+            fence = None
+        elif fence is not None and fence[2] and _CODE_CELL.match(line):
+            problems.append(f"line {n}: a code cell inside the plain code block opened on line "
+                            f"{fence[1]} (a stray fence?): make book shows it as text, make test "
+                            "runs it")
+            fence = None
     opened: list[tuple[str, str, int]] = []  # colon-fenced directives still open
     for n, line in enumerate(lines, 1):
         m = re.match(r"^(:{3,})\{([\w-]+)\}", line)

@@ -187,3 +187,9 @@ def test_a_code_cell_inside_a_colon_fenced_block_is_refused():
     assert any("inside the :::{note} block of line" in p for p in problems(inside))
     after = ":::{note}\nA note.\n:::\n\n" + GOOD_FENCE % "after"
     assert problems(after) == []
+
+
+def test_a_code_cell_swallowed_by_a_stray_fence_is_refused():
+    body = GOOD_FENCE % "before" + "```\n\nText.\n\n" + GOOD_FENCE % "after"
+    assert any("inside the plain code block" in p for p in problems(body))
+    assert problems(GOOD_FENCE % "one" + "\nText.\n\n" + GOOD_FENCE % "two") == []
