@@ -130,7 +130,8 @@ def lab_problems(folder: Path, names: list[str]) -> dict[str, list[str]]:
                              for c in nb["cells"])
                 page = browser.new_page(viewport={"width": 1400, "height": 900})
                 page.goto(f"{base}/lab/tree/{name}.ipynb?token={token}", wait_until="load")
-                page.wait_for_selector(".jp-Notebook .jp-MarkdownOutput", timeout=60000)
+                page.wait_for_selector(".jp-Notebook .jp-MarkdownOutput", state="attached",
+                                       timeout=60000)
                 page.wait_for_timeout(1500)
                 facts = page.evaluate(LAB_JS)
                 page.screenshot(path=str(SHOTS / f"lab-{name}.png"))
