@@ -363,8 +363,9 @@ def _book_numbers(app, config) -> None:
 
 
 def _numbers_outdated(app, env, added, changed, removed):
-    """The landing page is read again whenever the numbers it quotes change."""
-    numbers = book_numbers(Path(app.srcdir))
+    """The landing page is read again whenever the numbers it quotes change (those
+    ``_book_numbers`` computed at config-inited for this build: read once, not twice)."""
+    numbers = dict(app.config.myst_substitutions or {})
     if getattr(env, "tf_numbers", None) == numbers:
         return []
     env.tf_numbers = numbers
