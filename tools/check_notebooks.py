@@ -67,13 +67,20 @@ def reading_problems(path: Path) -> list[str]:
     return problems
 
 
+#: The notebook in view: JupyterLab keeps other panels in the page, hidden.
+OPEN = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"
+
 #: In JupyterLab, what a reader sees of a notebook: collapsed cells, and text left raw.
 LAB_JS = """() => ({
-  cells: document.querySelectorAll('.jp-Notebook .jp-Cell').length,
-  collapsed: document.querySelectorAll('.jp-Notebook .jp-InputPlaceholder').length,
-  markdown: [...document.querySelectorAll('.jp-Notebook .jp-MarkdownOutput')]
+  cells: document.querySelectorAll('%(open)s .jp-Cell').length,
+  collapsed: document.querySelectorAll('%(open)s .jp-InputPlaceholder').length,
+  markdown: [...document.querySelectorAll('%(open)s .jp-MarkdownOutput')]
               .map(m => m.innerText).join('\\n'),
-})"""
+})""" % {"open": OPEN}
+
+#: True once at least ``n`` Markdown cells of the notebook in view show rendered HTML.
+RENDERED_JS = """(n) => [...document.querySelectorAll('%(open)s .jp-MarkdownCell .jp-RenderedMarkdown')]
+  .filter(m => m.innerHTML.trim()).length >= n""" % {"open": OPEN}
 
 
 PLANTED = """{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type":
@@ -123,16 +130,20 @@ def lab_problems(folder: Path, names: list[str]) -> dict[str, list[str]]:
         SHOTS.mkdir(parents=True, exist_ok=True)
         with sync_playwright() as pw:
             browser = launch(pw)
-            for name in names:
+            for n, name in enumerate(names):
                 path = folder / f"{name}.ipynb"
                 nb = json.loads(path.read_text())
+                markdown = sum(c["cell_type"] == "markdown" and bool("".join(c["source"]).strip())
+                               for c in nb["cells"])
                 hidden = sum(bool(c["metadata"].get("jupyter", {}).get("source_hidden"))
                              for c in nb["cells"])
                 page = browser.new_page(viewport={"width": 1400, "height": 900})
-                page.goto(f"{base}/lab/tree/{name}.ipynb?token={token}", wait_until="load")
-                page.wait_for_selector(".jp-Notebook .jp-MarkdownOutput", state="attached",
-                                       timeout=60000)
-                page.wait_for_timeout(1500)
+                # A workspace of its own, reset: only this notebook open, none restored.
+                page.goto(f"{base}/lab/workspaces/check-{n}/tree/{name}.ipynb?reset&token={token}",
+                          wait_until="load")
+                # Ready when every Markdown cell of the file is rendered (a condition, not a
+                # fixed wait: a slow machine only takes longer).
+                page.wait_for_function(RENDERED_JS, arg=markdown, timeout=120000)
                 facts = page.evaluate(LAB_JS)
                 page.screenshot(path=str(SHOTS / f"lab-{name}.png"))
                 page.close()
