@@ -239,3 +239,33 @@ def test_site_build_refuses_chapter_without_header(request, tmp_path):
     code, out = proven(request, "site-build", run)
     assert code != 0, out
     assert "fail_no_header.md: WARNING: no jupytext header" in out, out
+
+
+def test_site_build_reports_every_failing_chapter(request, tmp_path):
+    """Under the book's own execution settings, `jupyter-book build -W --keep-going`
+    names every failing chapter and its error, not only the first (myst-nb's
+    raise-on-error stops at the first)."""
+    import yaml
+
+    config = yaml.safe_load((CORPUS.parents[1] / "_config.yml").read_text())
+    nb_settings = {k: v for k, v in config["sphinx"]["config"].items() if k.startswith("nb_execution")}
+
+    def run():
+        shutil.copy(CORPUS / "pass_assert.md", tmp_path / "index.md")
+        shutil.copy(CORPUS / "fail_assert.md", tmp_path / "a.md")
+        shutil.copy(CORPUS / "fail_raises.md", tmp_path / "b.md")
+        (tmp_path / "_toc.yml").write_text(
+            "format: jb-book\nroot: index\nchapters:\n  - file: a\n  - file: b\n")
+        (tmp_path / "_config.yml").write_text(yaml.safe_dump({
+            "title": "corpus", "execute": config["execute"],
+            "sphinx": {"extra_extensions": ["fences.sphinx"], "config": nb_settings}}))
+        jb = Path(sys.executable).with_name("jupyter-book")
+        proc = subprocess.run([str(jb), "build", str(tmp_path), "-W", "-n", "--keep-going"],
+                              capture_output=True, text=True, timeout=600)
+        return proc.returncode, ANSI.sub("", proc.stdout + proc.stderr)
+
+    code, out = proven(request, "site-build-every-failure", run)
+    assert code != 0, out
+    for name, error in (("a.md", "zeros are not ones"), ("b.md", "nothing was raised")):
+        assert f"{name}: WARNING: Executing notebook failed" in out, out
+        assert error in out, out
