@@ -17,7 +17,7 @@ BIN    := $(VENV)/bin
 WANTED := $(TORCH) $(TORCH_INDEX) $(EXTRAS)
 STAMP  := $(VENV)/.installed-$(shell printf '%s' '$(WANTED)' | cksum | cut -d' ' -f1)
 
-.PHONY: help book test matrix matrix-report mutate check-site check-site-tools pdf bench clean
+.PHONY: help book test matrix matrix-report mutate check-site check-site-tools pdf bench clean ci ci-book
 
 help:
 	@echo "make book        build the site into _build/html, executing every fence"
@@ -32,6 +32,8 @@ help:
 	@echo "make pdf         print the built site to _build/html/tensor-fences.pdf and check it"
 	@echo "make bench       time the verify loop against its floor (benchmarks/bench.py)"
 	@echo "make clean       remove _build (keeps .venv)"
+	@echo "make ci          what CI runs (.ci/run, and the jobs of .github/workflows/verify.yml):"
+	@echo "                 ci-book (test mutate book check-site pdf), then matrix"
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -124,3 +126,16 @@ bench: $(STAMP)
 
 clean:
 	rm -rf _build
+
+# The one CI definition: .ci/run runs `make ci`; the workflow's book job runs `make ci-book`
+# and its matrix jobs `make matrix RELEASES=<one of tools/matrix.py --list>` (tests/test_ci.py).
+# Sequential: each step reads what the one before built.
+ci-book:
+	$(MAKE) test
+	$(MAKE) mutate
+	$(MAKE) book
+	$(MAKE) check-site
+	$(MAKE) pdf
+
+ci: ci-book
+	$(MAKE) matrix

@@ -2,6 +2,8 @@
 
     python tools/matrix.py [RELEASE ...]     (make matrix [RELEASES="2.8.0 newest"])
     python tools/matrix.py --report-only     the change report for results/ as it is
+    python tools/matrix.py nightly           the newest nightly, reported beside the record
+    python tools/matrix.py --list            the releases, as JSON (the CI workflow's matrix)
 
 Runs every release in ``RELEASES`` plus *newest*, the newest torch on PyPI
 (resolved now, so a new release is verified by the weekly run with no
@@ -58,6 +60,11 @@ RELEASES = [
     Release("2.15.0", "torch==2.15.0"),
 ]
 NEWEST = "newest"
+#: The newest nightly (CPU build), run only when named: reported beside the matrix, never
+#: part of the record (its results go to _build/, not results/) and never failing the run.
+NIGHTLY = Release("nightly", "torch", "the newest nightly build, reported only",
+                  index_url="https://download.pytorch.org/whl/nightly/cpu")
+NIGHTLY_RESULTS = ROOT / "_build" / "nightly.json"
 PYPI_JSON = "https://pypi.org/pypi/torch/json"
 
 
@@ -87,10 +94,12 @@ def resolve(names: list[str], newest=newest_on_pypi, problems: list[str] | None 
                 problems.append(f"newest: could not read the newest torch from {PYPI_JSON}: {exc}")
                 continue
             rel = known.get(version) or Release(version, f"torch=={version}", "the newest release on PyPI")
+        elif name == NIGHTLY.name:
+            rel = NIGHTLY
         elif name in known:
             rel = known[name]
         else:
-            raise SystemExit(f"unknown release {name!r}; known: {[*known, NEWEST]}")
+            raise SystemExit(f"unknown release {name!r}; known: {[*known, NEWEST, NIGHTLY.name]}")
         if rel not in out:
             out.append(rel)
     return out
@@ -99,7 +108,7 @@ def resolve(names: list[str], newest=newest_on_pypi, problems: list[str] | None 
 def check(names: list[str]) -> list[str]:
     """What is wrong with the arguments or results/ before anything is installed or run: an
     unknown release, a results file that does not parse. "newest" is not resolved here."""
-    known = [r.name for r in RELEASES] + [NEWEST]
+    known = [r.name for r in RELEASES] + [NEWEST, NIGHTLY.name]
     problems = [f"unknown release {n!r}; known: {', '.join(known)}" for n in names
                 if n not in known]
     try:
@@ -133,7 +142,8 @@ def committed_results(root: Path = ROOT) -> list[dict] | None:
 
 def run_release(release: Release) -> int:
     """Run the chapter suite on one release; write results/<name>.json. Returns the exit code."""
-    out = RESULTS / f"{release.name}.json"
+    out = NIGHTLY_RESULTS if release == NIGHTLY else RESULTS / f"{release.name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     try:
         venv = venvs.ensure(release, log=lambda m: print(m, flush=True))
@@ -159,9 +169,27 @@ def report(before: list[dict] | None, names: list[str], base: str) -> str:
     after = [r for r in everything if record.label(r) in names]
     current, digests = record.read_book(ROOT)
     text = record.change_report(before or [], after, everything, current, digests, base)
+    if NIGHTLY.name in names:
+        text += "\n" + nightly_section()
     REPORT.parent.mkdir(parents=True, exist_ok=True)
     REPORT.write_text(text, encoding="utf-8")
     return text
+
+
+def nightly_section(path: Path = NIGHTLY_RESULTS) -> str:
+    """The nightly's line in the report: which torch, and how its fences did."""
+    head = "## Nightly (reported only, not part of the record)\n\n"
+    try:
+        run = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return head + f"No result: {path.name} could not be read ({exc}).\n"
+    outcomes: dict[str, int] = {}
+    for fence in run.get("fences", []):
+        outcomes[fence.get("outcome", "?")] = outcomes.get(fence.get("outcome", "?"), 0) + 1
+    counts = ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items())) or "no fence ran"
+    failed = [f["id"] for f in run.get("fences", []) if f.get("outcome") == "failed"]
+    return head + (f"torch {run.get('torch')}: {counts}; exit status {run.get('exitstatus')}."
+                   + (f" Failed: {', '.join(failed)}." if failed else "") + "\n")
 
 
 def main(argv: list[str]) -> int:
@@ -169,10 +197,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("releases", nargs="*", help=f"releases to run (default: all and {NEWEST})")
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: report results/ as it is against the committed results")
+    parser.add_argument("--list", action="store_true",
+                        help="print the releases the matrix runs, as JSON (the CI workflow's matrix)")
     parser.add_argument("--check", action="store_true",
                         help="check the arguments and results/ and exit; change nothing (make "
                         "matrix runs this before it installs anything)")
     args = parser.parse_args(argv)
+    if args.list:
+        print(json.dumps([r.name for r in RELEASES] + [NEWEST]))
+        return 0
     problems = check(args.releases)
     if problems or args.check:
         for problem in problems:
@@ -184,7 +217,8 @@ def main(argv: list[str]) -> int:
         before = record.load(RESULTS)
         base = "the results on disk before this run (no git history)"
     if args.report_only:
-        names = args.releases or [record.label(r) for r in record.load(RESULTS)]
+        names = args.releases or [record.label(r) for r in record.load(RESULTS)] + \
+            ([NIGHTLY.name] if NIGHTLY_RESULTS.exists() else [])
         print(report(before, names, base))
         print(f"[matrix] report written to {REPORT.relative_to(ROOT)}")
         return 0
@@ -192,9 +226,10 @@ def main(argv: list[str]) -> int:
     releases = resolve(args.releases, problems=problems)
     RESULTS.mkdir(exist_ok=True)
     codes = {rel.name: run_release(rel) for rel in releases}
+    nightly = codes.pop(NIGHTLY.name, None)
     if not args.releases and not problems:  # the whole matrix: environments it no longer runs go
         venvs.prune(releases, log=lambda m: print(m, flush=True))
-    print(report(before, list(codes), base))
+    print(report(before, list(codes) + ([NIGHTLY.name] if nightly is not None else []), base))
     print(f"[matrix] report written to {REPORT.relative_to(ROOT)}")
     used = venvs.disk_usage([venvs.VENVS, venvs.UV_CACHE])
     print(f"[matrix] environments and their cache use {used / 2**30:.1f} GiB "

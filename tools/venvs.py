@@ -75,6 +75,10 @@ class Release:
     #: Where the wheel is when it is not on PyPI (a page of links), used when the
     #: environment names no place of its own (PIP_FIND_LINKS / UV_FIND_LINKS).
     find_links: str = ""
+    #: A package index that replaces PyPI for torch alone, pre-releases allowed (the
+    #: nightly builds); the suite's other packages still come from PyPI. Such an
+    #: environment is installed afresh each day.
+    index_url: str = ""
 
 
 def uv_command() -> list[str] | None:
@@ -95,7 +99,10 @@ def venv_for(release: Release) -> Path:
 
 
 def _stamp(release: Release) -> str:
-    return json.dumps([release.requirement, SUITE_DEPS])
+    import datetime
+
+    day = datetime.date.today().isoformat() if release.index_url else ""
+    return json.dumps([release.requirement, SUITE_DEPS, day])
 
 
 def is_current(release: Release) -> bool:
@@ -133,15 +140,24 @@ def ensure(release: Release, log=print) -> Path:
         if not python.exists():
             subprocess.run(uv + ["venv", "--quiet", "--python", sys.executable, str(venv)],
                            check=True, env=env)
+        if release.index_url:
+            subprocess.run(uv + ["pip", "install", "--quiet", "--python", str(python), "--upgrade",
+                                 "--prerelease", "allow", "--index-url", release.index_url,
+                                 release.requirement], check=True, env=env)
         subprocess.run(uv + ["pip", "install", "--quiet", "--python", str(python),
-                             release.requirement, *SUITE_DEPS], check=True, env=env)
+                             *([] if release.index_url else [release.requirement]), *SUITE_DEPS],
+                       check=True, env=env)
     else:
         log("[matrix] uv not found (pip install uv): each environment is a full copy")
         if not python.exists():
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         pip = [str(python), "-m", "pip", "install", "--quiet"]
         subprocess.run(pip + ["--upgrade", "pip"], check=True, env=env)
-        subprocess.run(pip + [release.requirement, *SUITE_DEPS], check=True, env=env)
+        if release.index_url:
+            subprocess.run(pip + ["--upgrade", "--pre", "--index-url", release.index_url,
+                                  release.requirement], check=True, env=env)
+        subprocess.run(pip + [*([] if release.index_url else [release.requirement]), *SUITE_DEPS],
+                       check=True, env=env)
     (venv / ".tensor-fences").write_text(_stamp(release))
     return venv
 

@@ -1,0 +1,88 @@
+"""One CI definition: .ci/run and the workflow run the Makefile's targets, and the
+releases are listed once (tools/matrix.py)."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import matrix  # noqa: E402
+
+
+def commands(script: str) -> list[str]:
+    return [line.strip() for line in script.splitlines()
+            if line.strip() and not line.strip().startswith("#")]
+
+
+def make_recipe(target: str) -> list[str]:
+    """The recipe lines of ``target`` in the Makefile."""
+    text = (ROOT / "Makefile").read_text()
+    m = re.search(rf"^{re.escape(target)}:[^\n]*\n((?:\t[^\n]*\n)+)", text, re.M)
+    assert m, f"no {target} target in the Makefile"
+    return [line.strip() for line in m.group(1).splitlines()]
+
+
+def workflow_runs() -> dict[str, list[str]]:
+    flow = yaml.safe_load((ROOT / ".github" / "workflows" / "verify.yml").read_text())
+    return {name: [step["run"] for step in job["steps"] if "run" in step]
+            for name, job in flow["jobs"].items()}
+
+
+def test_ci_run_is_make_ci():
+    lines = commands((ROOT / ".ci" / "run").read_text())
+    assert lines[-1] == "make ci", lines
+    assert all(not line.startswith(("make ", "python", ".venv")) for line in lines[:-1]), lines
+
+
+def test_make_ci_is_the_book_steps_then_the_matrix():
+    assert make_recipe("ci-book") == [f"$(MAKE) {t}" for t in
+                                      ("test", "mutate", "book", "check-site", "pdf")]
+    assert make_recipe("ci") == ["$(MAKE) matrix"]
+    assert re.search(r"^ci: ci-book$", (ROOT / "Makefile").read_text(), re.M)
+
+
+def test_the_workflow_runs_the_same_targets():
+    runs = workflow_runs()
+    assert any(r.startswith("make ci-book") for r in runs["book"]), runs["book"]
+    assert any(r.startswith('make matrix RELEASES="${{ matrix.release }}"') for r in runs["matrix"])
+    assert any(r.startswith("make matrix RELEASES=nightly") for r in runs["nightly"])
+    assert any(r.startswith("make matrix-report") for r in runs["report"])
+    # Nothing else runs the suite, the build or a tool of its own.
+    for job, lines in runs.items():
+        for line in lines:
+            assert not re.search(r"pytest|jupyter-book|tools/(?!matrix\.py --list)", line), (job, line)
+
+
+def test_the_release_list_lives_in_tools_matrix_only():
+    text = (ROOT / ".github" / "workflows" / "verify.yml").read_text()
+    for release in matrix.RELEASES:
+        assert release.name not in text, release.name
+    assert "fromJSON(needs.releases.outputs.list)" in text
+    listed = subprocess.run([sys.executable, str(ROOT / "tools" / "matrix.py"), "--list"],
+                            capture_output=True, text=True, check=True).stdout
+    assert json.loads(listed) == [r.name for r in matrix.RELEASES] + [matrix.NEWEST]
+
+
+def test_no_job_hides_its_failure():
+    flow = yaml.safe_load((ROOT / ".github" / "workflows" / "verify.yml").read_text())
+    for name, job in flow["jobs"].items():
+        assert "continue-on-error" not in job, name
+
+
+def test_nightly_is_named_only_and_reported_apart(tmp_path):
+    assert matrix.resolve(["nightly"]) == [matrix.NIGHTLY]
+    assert matrix.NIGHTLY not in matrix.resolve([], newest=lambda: "2.15.0")
+    assert matrix.check(["nightly"]) == []
+    path = tmp_path / "nightly.json"
+    path.write_text(json.dumps({"torch": "2.16.0.dev20261201+cpu", "exitstatus": 1, "fences": [
+        {"id": "a", "outcome": "passed"}, {"id": "b", "outcome": "failed"}]}))
+    section = matrix.nightly_section(path)
+    assert "2.16.0.dev20261201+cpu: 1 failed, 1 passed; exit status 1. Failed: b." in section
+    assert "could not be read" in matrix.nightly_section(tmp_path / "missing.json")
