@@ -3,7 +3,7 @@
 jupyter-cache re-executes a chapter when its code cells or kernelspec
 change, and for nothing else; Sphinx re-renders a page when its source
 changes. A page executed under another torch, or with another version of
-``fences/``, would be served unchanged by both. This module keys the
+``fences/``'s runtime (``RUNTIME``), would be served unchanged by both. This module keys the
 execution cache on those as well: ``fences.sphinx`` points myst-nb at
 ``cache_path(...)``, a folder named by the key, at ``config-inited``. Any
 build command passes there (``make book``, a plain ``jupyter-book build .``).
@@ -26,11 +26,29 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent
 
 
-def fences_digest() -> str:
-    """A hash of every file in fences/, names and contents."""
+#: The modules of fences/ that run in a chapter's kernel: what a chapter imports
+#: (``fences``, which imports ``grade``; ``fences.strategies``) and the test plugin's
+#: warm-up and state guard (``fences.state``). Only these decide what a chapter's cells
+#: output, so only these key the execution cache and make mutate's reuse: an edit of
+#: the Sphinx extension, the record or the lint re-renders without re-executing or
+#: re-mutating. tests/test_cache.py checks that a kernel loads no other module of fences/.
+RUNTIME = ("__init__.py", "grade.py", "state.py", "strategies.py")
+
+
+def fences_digest(package: Path = PACKAGE) -> str:
+    """A hash of the ``RUNTIME`` files of fences/, names and contents."""
     digest = hashlib.sha256()
-    for path in sorted(PACKAGE.rglob("*.py")):
-        digest.update(path.relative_to(PACKAGE).as_posix().encode())
+    for name in RUNTIME:
+        digest.update(name.encode())
+        digest.update((package / name).read_bytes())
+    return digest.hexdigest()
+
+
+def package_digest(package: Path = PACKAGE) -> str:
+    """A hash of every file in fences/ (what the shipped wheel holds), names and contents."""
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
@@ -45,7 +63,7 @@ def torch_version_file() -> Path:
 
 
 def key() -> str:
-    """torch's version and build, Python's version, a hash of every file in fences/,
+    """torch's version and build, Python's version, a hash of fences/'s ``RUNTIME``,
     of every installed distribution's name and version.
 
     The release matrix's results (results/*.json) are not part of it: no

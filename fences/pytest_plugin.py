@@ -219,7 +219,7 @@ class Chapter(IPyNbFile):
         except chapters.ChapterError as exc:
             rel = self.path.relative_to(self.config.rootpath).as_posix()
             raise self.CollectError(str(exc).replace(str(self.path), rel)) from None
-        yield Fence.from_parent(
+        yield Cell.from_parent(
             self, name="setup: snapshot torch global state", cell_num=-1,
             cell=new_code_cell(SNAPSHOT), options=_options(), line=0, guard=True,
         )
@@ -227,11 +227,11 @@ class Chapter(IPyNbFile):
         self.digest = records.chapter_digest([c.source for c in code])
         for index, (cell, line) in enumerate(zip(code, lines)):
             ident = lint.fence_id(cell) if lint.is_fence(cell) else None
-            yield Fence.from_parent(
+            yield Cell.from_parent(
                 self, name=f"fence {ident}" if ident else f"Cell {index} (line {line})",
                 cell_num=index, cell=cell, options=_options(), line=line, ident=ident,
             )
-        yield Fence.from_parent(
+        yield Cell.from_parent(
             self, name="teardown: torch global state restored", cell_num=len(code),
             cell=new_code_cell(CHECK), options=_options(), line=0, guard=True,
         )
@@ -245,8 +245,8 @@ def _options():
     return defaultdict(bool, check=False)
 
 
-class Fence(IPyNbCell):
-    """One code cell of a chapter."""
+class Cell(IPyNbCell):
+    """One code cell of a chapter: a fence (``ident`` set), any other cell, or a state guard."""
 
     def __init__(self, name, parent, cell_num, cell, options, line, guard=False, ident=None):
         super().__init__(name, parent, cell_num, cell, options)

@@ -169,7 +169,7 @@ def wheel_version() -> str:
     from . import cachekey
 
     root = Path(__file__).resolve().parent.parent
-    digest = hashlib.sha256(cachekey.fences_digest().encode())
+    digest = hashlib.sha256(cachekey.package_digest().encode())
     digest.update((root / "pyproject.toml").read_bytes())
     base = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
     return f"{base}+g{digest.hexdigest()[:12]}"

@@ -231,3 +231,26 @@ def test_another_version_of_any_package_changes_the_key(tmp_path, monkeypatch):
     assert cachekey.key() != before
     (site / "x-1.1.dist-info").rename(site / "y-1.1.dist-info")
     assert cachekey.key() != before
+
+
+def test_only_the_runtime_keys_the_cache_and_the_kernel_loads_nothing_else(tmp_path):
+    """An edit of the Sphinx extension (or any module outside ``RUNTIME``) leaves the key
+    alone; an edit of a runtime module changes it; and a chapter's kernel, importing what
+    chapters import plus the test plugin's warm-up, loads no other module of fences/."""
+    import shutil
+    import subprocess
+    import sys
+
+    copy = tmp_path / "fences"
+    shutil.copytree(cachekey.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = cachekey.fences_digest(copy)
+    (copy / "sphinx.py").write_text((copy / "sphinx.py").read_text() + "\n# edited\n")
+    assert cachekey.fences_digest(copy) == before
+    (copy / "grade.py").write_text((copy / "grade.py").read_text() + "\n# edited\n")
+    assert cachekey.fences_digest(copy) != before
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, fences, fences.strategies, fences.state, fences.grade; "
+         "print(' '.join(sorted(m for m in sys.modules if m == 'fences' or m.startswith('fences.'))))"],
+        capture_output=True, text=True, check=True, cwd=cachekey.PACKAGE.parent).stdout.split()
+    files = {"__init__.py" if m == "fences" else m.split(".", 1)[1] + ".py" for m in loaded}
+    assert files <= set(cachekey.RUNTIME), files - set(cachekey.RUNTIME)

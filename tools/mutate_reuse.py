@@ -1,7 +1,8 @@
 """Reusing ``make mutate``'s recorded outcomes for fences whose inputs did not change.
 
 A mutant's outcome depends on the fence's code, every code cell before it in
-its chapter (the state it runs on), ``fences/``, the torch build, the
+its chapter (the state it runs on), the runtime modules of ``fences/``
+(``fences.cachekey.RUNTIME``), the torch build, the
 packages the chapters import, Python, and the parts of the tool that decide
 an outcome (the operators in ``tools/mutants.py``; running and classifying
 in ``tools/mutate.py``). ``fence_key`` hashes all of them. The run writes
@@ -11,7 +12,8 @@ still executes up to the last fence that re-runs, since the mutants need its
 state), and a chapter whose every fence matches is not executed at all.
 
 So CI, on the committed record, re-runs just what a change touched; a new
-torch, a new NumPy or an edit of ``fences/`` re-runs everything.
+torch, a new NumPy or an edit of fences/'s runtime re-runs everything (an edit of
+the Sphinx extension, the record or the lint re-runs nothing).
 ``--fresh`` ignores the record.
 """
 from __future__ import annotations
@@ -53,7 +55,7 @@ def _version(name: str) -> str:
 
 def environment_key(deciding: list, root: Path = ROOT) -> str:
     """Everything but the chapter's code: torch's build, Python, the chapters' packages,
-    ``fences/``, the operators, and the source of the functions in ``deciding``."""
+    fences/'s runtime, the operators, and the source of the functions in ``deciding``."""
     from fences import cachekey
 
     digest = hashlib.sha256(f"format={FORMAT}\n".encode())
