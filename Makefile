@@ -61,24 +61,24 @@ book: $(SITE)
 .DELETE_ON_ERROR:
 
 # tools/preexecute.py runs the uncached chapters in parallel into the cache
-# that jupyter-book reads (keyed on torch, fences/ and the installed packages
-# by fences.sphinx itself, so a plain `jupyter-book build .` is honest too).
-# The build starts beside it and waits for it before reading a page
-# (fences/rebuild.py), so Sphinx's start-up overlaps the kernels.
-# -n: nitpicky, -W: every warning is an error, --keep-going: report them all.
+# that jupyter-book reads (keyed on torch, fences/'s runtime and the installed packages
+# by fences.sphinx itself, so a plain `jupyter-book build .` is honest too); then the
+# build runs and finds them cached. One after the other: no lock, nothing to wait on.
+# -n: nitpicky, -W: every warning is an error, --keep-going: report them all (every
+# failing chapter, with its traceback: _config.yml).
 # Ctrl-C or SIGTERM (make passes it to this shell) stops the build and everything it
-# started: with job control (set -m) each of the two runs in a process group of its own,
+# started: with job control (set -m) each step runs in a process group of its own,
 # which the trap ends whole (preexecute's pool workers and its resource tracker with it;
 # a kernel, in a session of its own, ends when its parent does).
 $(SITE): $(STAMP) $(INPUTS)
 	rm -rf $(HTML)
-	set -m; pre=; jb=; \
-	    stop() { trap - INT TERM; kill -TERM -- $${pre:+-$$pre} $${jb:+-$$jb} 2>/dev/null; \
+	set -m; step=; \
+	    stop() { trap - INT TERM; kill -TERM -- $${step:+-$$step} 2>/dev/null; \
 	             wait; rm -rf $(HTML); echo "make book: stopped" >&2; exit 130; }; \
 	    trap stop INT TERM; \
-	    $(BIN)/python tools/preexecute.py _build/.jupyter_cache & pre=$$!; \
-	    $(BIN)/jupyter-book build . -n -W --keep-going & jb=$$!; \
-	    built=0; wait $$jb || built=$$?; wait $$pre || true; \
+	    $(BIN)/python tools/preexecute.py _build/.jupyter_cache & step=$$!; wait $$step || true; \
+	    $(BIN)/jupyter-book build . -n -W --keep-going & step=$$!; \
+	    built=0; wait $$step || built=$$?; \
 	    if [ $$built -ne 0 ]; then rm -rf $(HTML); fi; exit $$built
 	@test -f $@ && touch $@
 

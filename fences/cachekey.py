@@ -103,11 +103,6 @@ def cache_path(base: Path) -> Path:
     return Path(base) / hashlib.sha256(key().encode()).hexdigest()[:16]
 
 
-def running_lock(cache: Path) -> Path:
-    """The file ``tools/preexecute.py`` holds while it fills ``cache`` (its process id)."""
-    return Path(cache) / "preexecute.pid"
-
-
 def main(argv: list[str]) -> int:
     """Print the cache folder for ``_build`` (or the folder given): what the build reads."""
     print(cache_path(Path(argv[0] if argv else "_build") / ".jupyter_cache"))

@@ -20,7 +20,6 @@
   writes that page's parts. When the results or the book's fences change,
   every page is read again (``_record_outdated``), so no page shows an old
   record. The fence grid is kept out of the search index (``unsearched_html``).
-- A rebuild after one edit stays quick (``fences.rebuild``).
 
 Enabled in ``_config.yml`` under ``sphinx: extra_extensions``.
 """
@@ -37,7 +36,6 @@ from sphinx.util.docutils import SphinxDirective
 
 from . import chapter as chapters
 from . import jupyter, lint, mutation
-from . import rebuild
 from . import record as records
 from . import verified
 from .upstream import myst_nb, theme
@@ -560,5 +558,4 @@ def setup(app):
     app.connect("html-page-context", _dedupe_scripts)
     app.connect("source-read", _check_source)
     app.connect("html-page-context", _offer_notebook, priority=500)
-    rebuild.setup(app)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -48,17 +48,17 @@ def test_the_parse_cache_outside_the_clone_is_pruned(tmp_path):
 # recipe itself runs, quickly, and nothing of the real book is built.
 
 FAKE_PYTHON = """#!/bin/bash
-# tools/preexecute.py: with $HANG, a pool worker of its own, waited for (as the real one does)
-if [ -n "${HANG:-}" ]; then
+# tools/preexecute.py: with HANG=p, a pool worker of its own, waited for (as the real one does)
+if [ "${HANG:-}" = p ]; then
     sleep 1000 &
     printf p >&"$READY_FD"
     wait
 fi
 """
 FAKE_JUPYTER_BOOK = """#!/bin/bash
-# jupyter-book build: write the pages named in $PAGES, then exit $RC; or, with $HANG,
+# jupyter-book build: write the pages named in $PAGES, then exit $RC; or, with HANG=j,
 # start a process of its own (a kernel) and wait for it
-if [ -n "${HANG:-}" ]; then
+if [ "${HANG:-}" = j ]; then
     sleep 1000 &
     printf j >&"$READY_FD"
     wait
@@ -103,8 +103,9 @@ def test_the_site_is_exactly_the_last_build(tmp_path):
     assert not html.exists()
 
 
+@pytest.mark.parametrize("step", ["p", "j"], ids=["during preexecute", "during the build"])
 @pytest.mark.parametrize("how", ["SIGTERM to make", "Ctrl-C"])
-def test_stopping_make_book_stops_every_process_it_started(tmp_path, how):
+def test_stopping_make_book_stops_every_process_it_started(tmp_path, how, step):
     """Every process the build starts inherits the write end of a pipe; reading its read
     end ends (EOF) only once all of them have exited: no polling, no process table."""
     import select
@@ -112,13 +113,12 @@ def test_stopping_make_book_stops_every_process_it_started(tmp_path, how):
 
     ready_r, ready_w = os.pipe()
     alive_r, alive_w = os.pipe()
-    proc, html = make_book(tmp_path, {"HANG": "1", "READY_FD": str(ready_w)},
+    proc, html = make_book(tmp_path, {"HANG": step, "READY_FD": str(ready_w)},
                            pass_fds=(ready_w, alive_w), start_new_session=True)
     os.close(ready_w), os.close(alive_w)
-    started = b""
-    while len(started) < 2:   # preexecute's worker and jupyter-book's child are running
-        assert select.select([ready_r], [], [], 120)[0], "the stand-ins did not start"
-        started += os.read(ready_r, 2)
+    # the step's own child is running (preexecute's worker, or jupyter-book's kernel)
+    assert select.select([ready_r], [], [], 120)[0], "the stand-in did not start"
+    assert os.read(ready_r, 1) == step.encode()
     if how == "Ctrl-C":       # the terminal signals the foreground process group
         os.killpg(proc.pid, signal.SIGINT)
     else:

@@ -110,44 +110,6 @@ def test_the_key_does_not_depend_on_the_working_directory(tmp_path, monkeypatch)
     assert cachekey.key() == before
 
 
-def test_the_build_waits_for_preexecute_before_reading(tmp_path, monkeypatch):
-    """`make book` runs preexecute beside the build; the build reads no page while the
-    lock names a live preexecute (warming its writer meanwhile), and ignores a lock left
-    by one that is gone, or naming no process, itself, or another program."""
-    import os
-    import subprocess
-    import time
-
-    from fences import cachekey
-    from fences import rebuild as ext
-
-    monkeypatch.setattr(ext.myst_nb, "cache_path_of", lambda app: str(tmp_path))
-    warmed = []
-    monkeypatch.setattr(ext, "warm_writer", warmed.append)
-    lock = cachekey.running_lock(tmp_path)
-
-    def waited() -> float:
-        started = time.monotonic()
-        ext.wait_for_preexecute("app", None, [])
-        return time.monotonic() - started
-
-    assert waited() < 0.5                                          # no lock
-    for stale in ("999999999", "0", "", str(os.getpid())):        # gone, none, this process
-        lock.write_text(stale)
-        assert waited() < 0.5 and not warmed, stale
-    other = subprocess.Popen(["sleep", "1"])                       # a pid reused by another program
-    lock.write_text(str(other.pid))
-    assert waited() < 0.5 and not warmed
-    other.wait()
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)", "preexecute"])
-    lock.write_text(str(holder.pid))
-    assert waited() >= 0.8                                         # waited for it to end
-    assert warmed == ["app"]                                       # and warmed up meanwhile
-    # the holder is now a zombie (not reaped), as preexecute is under make: no wait
-    assert waited() < 0.5
-    holder.wait()
-
-
 def book_of(tmp_path, monkeypatch, old: str, new: str) -> Path:
     """A two-chapter book in ``tmp_path`` for preexecute (``new.md`` the newer); its cache."""
     import os
@@ -186,7 +148,7 @@ def test_preexecute_runs_the_newest_chapter_in_the_kernel_it_started_early(tmp_p
         return km
 
     def stop(km):
-        stopped.append((km.has_kernel, cachekey.running_lock(folder).exists()))
+        stopped.append(km.has_kernel)
         real_stop(km)
         assert not km.has_kernel
 
@@ -194,7 +156,7 @@ def test_preexecute_runs_the_newest_chapter_in_the_kernel_it_started_early(tmp_p
     monkeypatch.setattr(preexecute, "stop_kernel", stop)
     assert preexecute.main([str(tmp_path / ".jupyter_cache")]) == 0
     assert [name for name, _ in started] == ["new.md"]   # one early kernel, for the newest
-    assert stopped == [(True, False)]             # still running after its chapter, lock gone
+    assert stopped == [True]                      # still running after its chapter: stopped
     cache = get_cache(folder)
     assert outputs(cache, tmp_path / "old.md") == ["42"]       # run in a worker, cached
     assert outputs(cache, tmp_path / "new.md") == [repr(f"{started[0][1]} {tmp_path}")]

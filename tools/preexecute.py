@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fences.cachekey import cache_path, running_lock  # noqa: E402 - light: the lock comes first
+from fences.cachekey import cache_path  # noqa: E402
 
 
 def read(path: Path, text: str | None = None):
@@ -136,15 +136,11 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, _stopped)
     prune_parsed(parse_cache_dir())
     folder = cache_path(Path(argv[0]) if argv else ROOT / "_build" / ".jupyter_cache")
-    lock = running_lock(folder)
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    lock.write_text(str(os.getpid()))
     kernels: list = []
     try:
         return fill(folder, kernels)
     finally:
-        lock.unlink(missing_ok=True)   # the cache is full: the build reads on while
-        for km in kernels:              # the kernel started here is stopped
+        for km in kernels:   # the kernel started early, which nbclient leaves running
             stop_kernel(km)
 
 
