@@ -56,9 +56,9 @@ REMOVING_TAGS = {"remove-cell", "remove-input"}
 
 FENCE_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 PROVES = re.compile(r"^\s*#\s*Proves:", re.M)
-_CITED = re.compile(r"^(:{3,}|`{3,})\{cited\}(.*)$")
+CITED = re.compile(r"^(:{3,}|`{3,})\{cited\}(.*)$")
 _CODE_CELL = re.compile(r"^(`{3,}|~{3,})\{code-cell\}")
-_EXERCISE = re.compile(r"^(:{3,}|`{3,})\{exercise\}")
+EXERCISE = re.compile(r"^(:{3,}|`{3,})\{exercise\}")
 _LABEL = re.compile(r"^:label:\s*(\S+)")
 _SOLUTION = re.compile(r"^(:{3,}|`{3,})\{solution(?:-start)?\}\s*(\S+)")
 _SOLUTION_END = re.compile(r"^(:{3,}|`{3,})\{solution-end\}")
@@ -207,7 +207,7 @@ def text_problems(text: str) -> list[str]:
     problems = []
     lines = text.splitlines()
     for n, line in enumerate(lines, 1):
-        m = _CITED.match(line)
+        m = CITED.match(line)
         if not m:
             continue
         options = _options(lines, n)
@@ -246,7 +246,7 @@ def text_problems(text: str) -> list[str]:
                 "the box; close the block before the cell")
     labels = {}
     for n, line in enumerate(lines, 1):
-        if _EXERCISE.match(line):
+        if EXERCISE.match(line):
             label = _options(lines, n).get("label")
             if not label:
                 problems.append(f"line {n}: {{exercise}} without a :label:")

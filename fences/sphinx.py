@@ -338,10 +338,11 @@ def book_numbers(root: Path) -> dict[str, str]:
             continue
         nb = chapters.parse(text)
         fence_cells = [c for c in nb.cells if lint.is_fence(c)]
-        exercises = len(re.findall(r"^`{3,}\{exercise\}", text, re.M))
+        lines = text.splitlines()
+        exercises = sum(bool(lint.EXERCISE.match(line)) for line in lines)
         gpu = sum('needs("cuda"' in c.source or 'needs("mps"' in c.source for c in fence_cells)
         totals["fences"] += len(fence_cells) - gpu  # what ran here; the GPU ones are apart
-        totals["cited"] += len(re.findall(r"^[`:]{3,}\{cited\}", text, re.M))
+        totals["cited"] += sum(bool(lint.CITED.match(line)) for line in lines)
         totals["gpu"] += gpu
         totals["exercises"] += exercises
         if path.stem in COURSE:
