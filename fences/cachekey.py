@@ -35,8 +35,9 @@ PACKAGE = Path(__file__).resolve().parent
 RUNTIME = ("__init__.py", "grade.py", "state.py", "strategies.py")
 
 
-def fences_digest(package: Path = PACKAGE) -> str:
+def fences_digest(package: Path | None = None) -> str:
     """A hash of the ``RUNTIME`` files of fences/, names and contents."""
+    package = PACKAGE if package is None else package
     digest = hashlib.sha256()
     for name in RUNTIME:
         digest.update(name.encode())
@@ -44,8 +45,9 @@ def fences_digest(package: Path = PACKAGE) -> str:
     return digest.hexdigest()
 
 
-def package_digest(package: Path = PACKAGE) -> str:
+def package_digest(package: Path | None = None) -> str:
     """A hash of every file in fences/ (what the shipped wheel holds), names and contents."""
+    package = PACKAGE if package is None else package
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):
         digest.update(path.relative_to(package).as_posix().encode())
@@ -96,7 +98,7 @@ def key() -> str:
 def cache_path(base: Path) -> Path:
     """The execution cache for the current key: a folder of ``base`` named by its hash.
 
-    Each torch (and each state of fences/ and the installed packages) gets
+    Each torch (and each state of fences/'s runtime and the installed packages) gets
     its own jupyter-cache, so a page is never served from a
     run under other code, and switching back to a torch reuses its cache.
     """

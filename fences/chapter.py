@@ -1,4 +1,9 @@
-"""Reading a chapter: a jupytext MyST file, checked before anything runs.
+"""Reading a chapter: a MyST notebook file, checked before anything runs.
+
+One reader for everything (``parse``): myst-nb's, with the MyST extensions
+``_config.yml`` enables, as the build reads the chapter. The test plugin,
+the lint, mutate, the record, preexecute and the landing page see the
+cells the build executes, at the lines the build reports.
 
 Both the test plugin and the Sphinx extension use these checks, so the
 suite and the site refuse the same mistakes:
@@ -16,16 +21,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from pathlib import Path
 
 import yaml
 
 from . import lint
 from .lint import FORBIDDEN_TAGS  # noqa: F401 - re-exported
-
-_CODE_CELL = re.compile(r"^(`{3,}|~{3,})\{code-cell\}")
-
 
 #: The front matter every chapter starts with (jupytext MyST, a Python 3 kernel).
 HEADER = """---
@@ -74,9 +75,21 @@ def header_problems(text: str) -> list[str]:
     return problems
 
 
-def code_cell_lines(text: str) -> list[int]:
-    """1-based line number of each ``{code-cell}`` directive, in order."""
-    return [n for n, line in enumerate(text.splitlines(), 1) if _CODE_CELL.match(line)]
+def code_cell_lines(nb) -> list[int]:
+    """1-based line number of each code cell's directive, in order (the reader's map)."""
+    lines = nb.metadata.get("source_map", [])
+    return [lines[i] for i, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+
+
+def myst_extensions(path: Path) -> tuple[str, ...]:
+    """The MyST extensions the build enables for ``path``: ``parse.myst_enable_extensions``
+    of the nearest ``_config.yml`` above it (none without one)."""
+    for folder in Path(path).resolve().parents:
+        config = folder / "_config.yml"
+        if config.exists():
+            data = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
+            return tuple(sorted((data.get("parse") or {}).get("myst_enable_extensions") or ()))
+    return ()
 
 
 def lint_problems(text: str, nb) -> list[str]:
@@ -92,17 +105,17 @@ def parse_cache_dir() -> Path:
     return Path(base) / "tensor-fences" / "parsed"
 
 
-def parse(text: str):
-    """A chapter's MyST text as a notebook, as ``jupytext.reads(text, fmt="md:myst")``.
+def parse(text: str, path: Path):
+    """The chapter ``path`` (its text ``text``) as a notebook, read as the build reads it:
+    myst-nb's reader with the build's MyST extensions (``fences.upstream.myst_nb``).
 
     Reading MyST costs about 0.1 s a chapter, and one build reads every
-    chapter three times (lint, the book-wide id check, the record): kept on
+    chapter several times (lint, the book-wide id check, the record): kept on
     disk (``cached_notebook``), so an edit re-reads one chapter.
     """
-    import jupytext
+    from .upstream import myst_nb
 
-    return cached_notebook(f"jupytext {jupytext.__version__}", text,
-                           lambda: jupytext.reads(text, fmt="md:myst"))
+    return myst_nb.read_notebook(Path(path), text, myst_extensions(path))
 
 
 def cached_notebook(reader: str, text: str, read):
@@ -141,11 +154,11 @@ def read(path: Path):
     problems = header_problems(text)
     if problems:
         raise ChapterError(f"{path}: " + "; ".join(problems))
-    nb = parse(text)
+    nb = parse(text, path)
     problems = lint_problems(text, nb)
     if problems:
         raise ChapterError(f"{path}: " + "; ".join(problems))
-    return nb, code_cell_lines(text)
+    return nb, code_cell_lines(nb)
 
 
 def toc_files(root: Path) -> list[Path]:
@@ -177,7 +190,7 @@ def book_problems(root: Path) -> list[str]:
     notebooks = {}
     for path in toc_files(root):
         if path.exists() and not header_problems(text := path.read_text(encoding="utf-8")):
-            notebooks[path.relative_to(root).as_posix()] = parse(text)
+            notebooks[path.relative_to(root).as_posix()] = parse(text, path)
     return lint.book_problems(notebooks)
 
 

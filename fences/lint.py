@@ -20,8 +20,8 @@ What is checked, per chapter:
   ``>=`` with the same expression on both sides), ``assert True``, or an
   assert of a non-empty literal;
 - a ``{cited}`` block without a ``:source:`` URL or a ``:version:``;
-- a code cell inside a colon-fenced directive (``:::{note}``): the two
-  readers disagree on it (jupytext makes it a cell, myst-nb text in the box);
+- a code cell inside a colon-fenced directive (``:::{note}``): the build's
+  reader makes it text in the box, shown and never run;
 - a code line longer than ``MAX_COLUMNS`` (it would wrap or scroll);
 - an exercise (``{exercise}`` with a ``:label:``) whose solution has no
   fence calling ``fences.grade.prove``.
@@ -242,8 +242,8 @@ def text_problems(text: str) -> list[str]:
             colons, name, start = opened[-1]
             problems.append(
                 f"line {n}: a code cell inside the {colons}{{{name}}} block of line {start}: "
-                "make test would run it as a cell and make book would show it as text in "
-                "the box; close the block before the cell")
+                "it would be shown as text in the box and never run; close the block "
+                "before the cell")
     labels = {}
     for n, line in enumerate(lines, 1):
         if EXERCISE.match(line):

@@ -185,7 +185,8 @@ def _exit_status(kernel) -> str:
 
 
 class Chapter(IPyNbFile):
-    """One MyST chapter, read with jupytext and run in a fresh kernel of its own.
+    """One MyST chapter, read as the build reads it (``fences.chapter.parse``) and run in a
+    fresh kernel of its own.
 
     Always a fresh kernel: a shared one, even with its namespace reset,
     carries a patched module, an entered torch function mode, an autocast

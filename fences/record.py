@@ -209,7 +209,7 @@ def read_book(root: Path) -> tuple[list[Fence], dict[str, str]]:
         text = path.read_text(encoding="utf-8")
         if header_problems(text):
             continue
-        nb = parse(text)
+        nb = parse(text, path)
         chapter = path.relative_to(root).as_posix()
         digests[chapter] = chapter_digest([c.source for c in nb.cells if c.cell_type == "code"])
         section, code_index = "", -1

@@ -50,7 +50,7 @@ def _check_source(app, docname: str, source: list[str]) -> None:
     text = source[0]
     problems = chapters.header_problems(text)
     if not problems:
-        problems = chapters.lint_problems(text, chapters.parse(text))
+        problems = chapters.lint_problems(text, chapters.parse(text, path))
     for problem in problems:
         logger.warning(f"{problem}", location=docname, type="fences", subtype="chapter")
 
@@ -336,7 +336,7 @@ def book_numbers(root: Path) -> dict[str, str]:
     for path in chapters.toc_files(root):
         if not path.exists() or chapters.header_problems(text := path.read_text("utf-8")):
             continue
-        nb = chapters.parse(text)
+        nb = chapters.parse(text, path)
         fence_cells = [c for c in nb.cells if lint.is_fence(c)]
         lines = text.splitlines()
         exercises = sum(bool(lint.EXERCISE.match(line)) for line in lines)

@@ -54,6 +54,8 @@ if [ "${HANG:-}" = p ]; then
     printf p >&"$READY_FD"
     wait
 fi
+# with $DONE: take a moment, then leave a mark that the cache is full
+if [ -n "${DONE:-}" ]; then sleep 1; touch "$DONE"; fi
 """
 FAKE_JUPYTER_BOOK = """#!/bin/bash
 # jupyter-book build: write the pages named in $PAGES, then exit $RC; or, with HANG=j,
@@ -63,6 +65,7 @@ if [ "${HANG:-}" = j ]; then
     printf j >&"$READY_FD"
     wait
 fi
+if [ -n "${DONE:-}" ] && [ ! -e "$DONE" ]; then echo "built before preexecute ended" >&2; exit 9; fi
 mkdir -p "$SITE_DIR"
 for page in $PAGES; do echo "built" > "$SITE_DIR/$page"; done
 exit "${RC:-0}"
@@ -101,6 +104,13 @@ def test_the_site_is_exactly_the_last_build(tmp_path):
     proc, _ = make_book(tmp_path, {"PAGES": "index.html views.html", "RC": "1"})
     assert proc.wait(timeout=120) != 0
     assert not html.exists()
+
+
+def test_the_build_starts_after_preexecute_has_ended(tmp_path):
+    """The build reads the cache only once preexecute has filled it: one after the other."""
+    proc, html = make_book(tmp_path, {"PAGES": "index.html", "RC": "0", "DONE": str(tmp_path / "done")})
+    assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    assert (html / "index.html").exists()
 
 
 @pytest.mark.parametrize("step", ["p", "j"], ids=["during preexecute", "during the build"])

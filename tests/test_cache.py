@@ -135,8 +135,7 @@ def outputs(cache, chapter: Path) -> list[str] | None:
 def test_preexecute_runs_the_newest_chapter_in_the_kernel_it_started_early(tmp_path, monkeypatch):
     """After an edit, the edited chapter (the newest) is found first and its kernel starts
     while the other chapters are checked; the chapter runs in that kernel, in its own
-    folder, and is cached. The lock is gone before that kernel is stopped: the build
-    reads on meanwhile."""
+    folder, and is cached; that kernel is stopped at the end."""
     folder = book_of(tmp_path, monkeypatch, old="6 * 7", new='import os\nf"{os.getpid()} {os.getcwd()}"')
     assert preexecute.newest_first([tmp_path / "old.md", tmp_path / "new.md"])[0].name == "new.md"
     started, stopped = [], []
@@ -216,3 +215,13 @@ def test_only_the_runtime_keys_the_cache_and_the_kernel_loads_nothing_else(tmp_p
         capture_output=True, text=True, check=True, cwd=cachekey.PACKAGE.parent).stdout.split()
     files = {"__init__.py" if m == "fences" else m.split(".", 1)[1] + ".py" for m in loaded}
     assert files <= set(cachekey.RUNTIME), files - set(cachekey.RUNTIME)
+    # and none imports another module of fences/ later, inside a function
+    import ast
+
+    for name in cachekey.RUNTIME:
+        for node in ast.walk(ast.parse((cachekey.PACKAGE / name).read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("fences")):
+                targets = [node.module] if node.module else [a.name for a in node.names]
+                for target in targets:
+                    module = target.split(".")[-1] if target else "__init__"
+                    assert f"{module}.py" in cachekey.RUNTIME or module == "fences", (name, target)

@@ -61,6 +61,7 @@ CASES = {
     "fail_tag": ("pass_assert", "tag 'raises-exception'"),
     "fail_dead_kernel": ("pass_quick", "the kernel died (exit code 3) while running this cell"),
     "fail_no_header": ("pass_assert", "book/fail_no_header.md: no jupytext header"),
+    "fail_fence_in_admonition": ("pass_assert", "a code cell inside the :::{note} block of line"),
 }
 
 
@@ -84,10 +85,11 @@ def run_suite(root: Path, *args: str) -> tuple[int, str]:
 
 
 def proof_key() -> str:
-    """What the corpus run's outcome depends on: the plugin (fences/), torch, every installed
-    package (fences.cachekey), and the corpus and this file."""
-    digest = hashlib.sha256(cachekey.key().encode())
-    for path in sorted(CORPUS.glob("*.md")) + [Path(__file__)]:
+    """What the corpus run's outcome depends on: every file of fences/ (the plugin, the
+    lint, the reader), torch, every installed package (fences.cachekey), and the corpus
+    and this file."""
+    digest = hashlib.sha256((cachekey.key() + cachekey.package_digest()).encode())
+    for path in sorted(CORPUS.glob("*.md")) + [Path(__file__), CORPUS.parents[1] / "_config.yml"]:
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()
 
@@ -219,26 +221,35 @@ def test_toc_problems_stop_the_suite(pytester, toc, chapters, message):
     assert message in out, out
 
 
-def test_site_build_refuses_chapter_without_header(request, tmp_path):
-    """The same missing header stops `jupyter-book build -W` too, naming the file."""
+@pytest.mark.parametrize("chapter, message", [
+    ("fail_no_header", "fail_no_header.md: WARNING: no jupytext header"),
+    ("fail_fence_in_admonition", "fail_fence_in_admonition.md: WARNING: line 22: a code cell "
+     "inside the :::{note} block of line 19"),
+], ids=["no-header", "fence-in-a-box"])
+def test_site_build_refuses_what_the_suite_refuses(request, tmp_path, chapter, message):
+    """A chapter the suite refuses (CASES) stops `jupyter-book build -W` too, naming the
+    file, under the book's MyST extensions (colon_fence: a cell in a box is text there)."""
+    import yaml
+
+    extensions = yaml.safe_load((CORPUS.parents[1] / "_config.yml").read_text())["parse"]
+
     def run():
         shutil.copy(CORPUS / "pass_assert.md", tmp_path / "index.md")
-        shutil.copy(CORPUS / "fail_no_header.md", tmp_path / "fail_no_header.md")
+        shutil.copy(CORPUS / f"{chapter}.md", tmp_path / f"{chapter}.md")
         (tmp_path / "_toc.yml").write_text(
-            "format: jb-book\nroot: index\nchapters:\n  - file: fail_no_header\n"
+            f"format: jb-book\nroot: index\nchapters:\n  - file: {chapter}\n"
         )
-        (tmp_path / "_config.yml").write_text(
-            "title: corpus\nexecute:\n  execute_notebooks: 'off'\n"
-            "sphinx:\n  extra_extensions: [fences.sphinx]\n"
-        )
+        (tmp_path / "_config.yml").write_text(yaml.safe_dump({
+            "title": "corpus", "execute": {"execute_notebooks": "off"}, "parse": extensions,
+            "sphinx": {"extra_extensions": ["fences.sphinx"]}}))
         jb = Path(sys.executable).with_name("jupyter-book")
         proc = subprocess.run([str(jb), "build", str(tmp_path), "-W", "-n", "--keep-going"],
                               capture_output=True, text=True, timeout=300)
         return proc.returncode, ANSI.sub("", proc.stdout + proc.stderr)
 
-    code, out = proven(request, "site-build", run)
+    code, out = proven(request, f"site-build-{chapter}", run)
     assert code != 0, out
-    assert "fail_no_header.md: WARNING: no jupytext header" in out, out
+    assert message in out, out
 
 
 def test_site_build_reports_every_failing_chapter(request, tmp_path):

@@ -191,10 +191,10 @@ def test_header_problems():
     assert "format_name: myst" in chapter.header_problems("---\nkernelspec: {name: python3, display_name: P}\n---\n")[0]
 
 
-def test_code_cell_lines():
+def test_code_cell_lines(tmp_path: Path):
     text = HEADER + "# t\n```{code-cell} ipython3\nx = 1\n```\n\n```{code-cell}\ny = 2\n```\n"
     first = HEADER.count("\n") + 2
-    assert chapter.code_cell_lines(text) == [first, first + 4]
+    assert chapter.code_cell_lines(chapter.parse(text, tmp_path / "t.md")) == [first, first + 4]
 
 
 def test_read_refuses_forbidden_tags(tmp_path: Path):

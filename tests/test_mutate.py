@@ -274,11 +274,11 @@ def run_tool(tmp_path: Path, *args) -> tuple[int, str, dict]:
 
 
 def proof_key() -> str:
-    """What the runs' outcomes depend on: fences/, torch and every installed package
-    (fences.cachekey), the tool, the corpus chapters and this file."""
+    """What the runs' outcomes depend on: every file of fences/, torch and every installed
+    package (fences.cachekey), the tool, the corpus chapters and this file."""
     from fences import cachekey
 
-    digest = hashlib.sha256(cachekey.key().encode())
+    digest = hashlib.sha256((cachekey.key() + cachekey.package_digest()).encode())
     for path in (ROOT / "tools" / "mutate.py", ROOT / "tools" / "mutants.py",
                  ROOT / "tools" / "mutate_reuse.py", STRONG, WEAK, JAX, FAULTS,
                  Path(__file__)):

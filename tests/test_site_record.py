@@ -73,7 +73,7 @@ def lay_out(root: Path) -> None:
 
 
 def build_key() -> str:
-    digest = hashlib.sha256(cachekey.key().encode())
+    digest = hashlib.sha256((cachekey.key() + cachekey.package_digest()).encode())
     for path in [Path(__file__), Path(__file__).resolve().parents[1] / "book" / "verified.md"]:
         digest.update(path.read_bytes())
     return digest.hexdigest()

@@ -26,19 +26,13 @@ def test_no_private_import_outside_fences_upstream():
     assert offenders == []
 
 
-def test_jupytext_and_myst_nb_read_every_chapter_alike():
-    """The suite reads chapters with jupytext, the build with myst-nb's reader: same cells."""
+def test_every_tool_reads_a_chapter_through_the_one_reader():
+    """jupytext is read nowhere: fences.chapter.parse (myst-nb's reader) is the reader."""
     from pathlib import Path
 
-    import jupytext
-
-    from fences.chapter import toc_files
-    from fences.upstream.myst_nb import read_notebook
-
-    def cells(nb):
-        return [(c.cell_type, c.source.strip(), sorted(c.metadata.get("tags", [])),
-                 c.metadata.get("fence-id")) for c in nb.cells if c.cell_type == "code"]
-
     root = Path(__file__).resolve().parents[1]
-    for path in toc_files(root):
-        assert cells(jupytext.read(path, fmt="md:myst")) == cells(read_notebook(path)), path
+    for folder in ("fences", "tools"):
+        for path in (root / folder).rglob("*.py"):
+            text = path.read_text()
+            assert "jupytext.read" not in text and "read_myst_markdown_notebook(" not in text \
+                or path.name == "myst_nb.py", path

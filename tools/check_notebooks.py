@@ -16,6 +16,7 @@ or glue placeholder in the rendered Markdown (a screenshot per notebook in
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -83,19 +84,23 @@ RENDERED_JS = """(n) => [...document.querySelectorAll('%(open)s .jp-MarkdownCell
   .filter(m => m.innerHTML.trim()).length >= n""" % {"open": OPEN}
 
 
-PLANTED = """{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type":
-"markdown", "id": "a", "metadata": {}, "source": "The value is {glue:text}`x`."}]}"""
+#: A notebook left in MyST, for the self-test: many Markdown cells, the raw glue in the
+#: last, so that a check that reads before every cell has rendered misses it.
+PLANTED = json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+    {"cell_type": "markdown", "id": f"c{n}", "metadata": {},
+     "source": f"## Part {n}\n\nSome text, then a list:\n\n- one\n- two\n"} for n in range(40)] + [
+    {"cell_type": "markdown", "id": "last", "metadata": {}, "source": "The value is {glue:text}`x`."}]})
 
 
 def lab_problems(folder: Path, names: list[str]) -> dict[str, list[str]]:
     """Open each notebook of ``folder`` in JupyterLab in Chromium, as a reader would:
     every proof and solution collapsed, no glue placeholder or MyST left in the rendered
     Markdown. One screenshot per notebook in _build/screenshots/lab-<name>.png."""
-    import json
     import secrets
     import socket
 
     from check_site import SHOTS, launch
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     from fences import jupyter
@@ -115,7 +120,8 @@ def lab_problems(folder: Path, names: list[str]) -> dict[str, list[str]]:
     lab = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
          "--ip=127.0.0.1", f"--IdentityProvider.token={token}", "--allow-root",
-         f"--ServerApp.root_dir={folder}", "--LabApp.news_url=", "--ServerApp.open_browser=False"],
+         f"--ServerApp.root_dir={folder}", "--LabApp.news_url=", "--ServerApp.open_browser=False",
+         f"--LabApp.workspaces_dir={folder / '.lab-workspaces'}"],   # none left in the home folder
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**__import__("os").environ, "JUPYTERLAB_SETTINGS_DIR": str(settings)})
     found: dict[str, list[str]] = {}
@@ -143,7 +149,13 @@ def lab_problems(folder: Path, names: list[str]) -> dict[str, list[str]]:
                           wait_until="load")
                 # Ready when every Markdown cell of the file is rendered (a condition, not a
                 # fixed wait: a slow machine only takes longer).
-                page.wait_for_function(RENDERED_JS, arg=markdown, timeout=120000)
+                try:
+                    page.wait_for_function(RENDERED_JS, arg=markdown, timeout=120000)
+                except PlaywrightTimeout:
+                    page.screenshot(path=str(SHOTS / f"lab-{name}.png"))
+                    page.close()
+                    found[name] = [f"not all {markdown} Markdown cells rendered in 120 s"]
+                    continue
                 facts = page.evaluate(LAB_JS)
                 page.screenshot(path=str(SHOTS / f"lab-{name}.png"))
                 page.close()

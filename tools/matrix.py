@@ -141,7 +141,8 @@ def committed_results(root: Path = ROOT) -> list[dict] | None:
 
 
 def run_release(release: Release) -> int:
-    """Run the chapter suite on one release; write results/<name>.json. Returns the exit code."""
+    """Run the chapter suite on one release; write results/<name>.json (the nightly:
+    _build/nightly.json, outside the record). Returns the exit code."""
     out = NIGHTLY_RESULTS if release == NIGHTLY else RESULTS / f"{release.name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -189,7 +190,8 @@ def nightly_section(path: Path = NIGHTLY_RESULTS) -> str:
     counts = ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items())) or "no fence ran"
     failed = [f["id"] for f in run.get("fences", []) if f.get("outcome") == "failed"]
     return head + (f"torch {run.get('torch')}: {counts}; exit status {run.get('exitstatus')}."
-                   + (f" Failed: {', '.join(failed)}." if failed else "") + "\n")
+                   + (f" Failed: {', '.join(failed)}." if failed else "")
+                   + (f" {run['error']}." if run.get("error") else "") + "\n")
 
 
 def main(argv: list[str]) -> int:

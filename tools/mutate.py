@@ -105,9 +105,9 @@ def read_chapter(path: Path, root: Path = ROOT) -> tuple[str, list[Cell]]:
 
     path = Path(path).resolve()
     text = path.read_text(encoding="utf-8")
-    nb = parse(text)
+    nb = parse(text, path)
     md = text.splitlines()
-    directives = code_cell_lines(text)
+    directives = code_cell_lines(nb)
     try:
         name = path.relative_to(root.resolve()).as_posix()
     except ValueError:
@@ -533,7 +533,7 @@ def prepare_root() -> None:
     torch.set_num_threads(1)
     with contextlib.suppress(RuntimeError):
         torch.set_num_interop_threads(1)
-    import jupytext  # noqa: F401 - imported once here, not once per chapter
+    import fences.upstream.myst_nb  # noqa: F401 - the chapter reader, imported once here
     import matplotlib  # noqa: F401
     import numpy  # noqa: F401
     from hypothesis import Phase, settings

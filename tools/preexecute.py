@@ -14,7 +14,7 @@ kernelspec, is the one the build looks up), executed by jupyter-cache's
 nbclient helper in the chapter's folder with the build's timeout. A
 chapter that fails is not cached: the build executes it again and reports
 the failing cell. The cache is the folder `fences.cachekey.cache_path`
-names for the current torch, `fences/` and packages: the one the build
+names for the current torch, fences/'s runtime and packages: the one the build
 reads (fences.sphinx points myst-nb at it).
 
 The chapters are checked newest first, and the first one the cache lacks
@@ -40,10 +40,10 @@ from fences.cachekey import cache_path  # noqa: E402
 
 
 def read(path: Path, text: str | None = None):
-    """The chapter as the build reads it (myst-nb's reader), so the cache keys match."""
-    from fences.upstream import myst_nb
+    """The chapter as the build reads it (``fences.chapter.parse``), so the cache keys match."""
+    from fences.chapter import parse
 
-    return myst_nb.read_notebook(path, text)
+    return parse(Path(path).read_text(encoding="utf-8") if text is None else text, path)
 
 
 def execute(job, km=None):

@@ -1,9 +1,10 @@
 """myst-nb (written against 1.4.0) and myst-parser (3.0.1): how the build reads a chapter.
 
 - ``read_notebook``: myst-nb's own reader (``myst_nb.core.read``, not a
-  documented API). ``tools/preexecute.py`` must read a chapter exactly as the
-  build does, or the execution cache's key (a hash of the code cells) would
-  not match and the build would execute it again.
+  documented API): the one reader of a chapter (``fences.chapter.parse``), for
+  the test plugin, the lint, mutate, the record, preexecute and the landing
+  page's numbers, configured as the build is, so all of them see the cells
+  the build executes.
 - ``executed_notebook``: myst-nb writes ``jupyter_execute/<page>.ipynb`` from
   the notebook it *read*, not the one merged with the execution cache, so a
   page served from the cache is written without outputs (myst-nb 1.x).
@@ -23,20 +24,21 @@ __all__ = ["format_plain_text", "read_notebook", "executed_notebook", "cache_pat
            "check"]
 
 
-def read_notebook(path: Path, text: str | None = None):
-    """The chapter as myst-nb's reader makes it (the cache key the build looks up).
+def read_notebook(path: Path, text: str, extensions: tuple[str, ...]):
+    """The chapter as myst-nb's reader makes it, with the MyST ``extensions`` the build
+    enables (``colon_fence`` decides whether a code cell in a ``:::`` block is a cell).
+    ``nb.metadata.source_map`` holds each cell's first line (1-based).
 
-    Kept on disk per text and path (``fences.chapter.cached_notebook``): reading
-    every chapter to find the uncached ones cost preexecute about a second.
+    Kept on disk per text, path and extensions (``fences.chapter.cached_notebook``).
     """
     from importlib.metadata import version
 
     from ..chapter import cached_notebook
 
-    text = Path(path).read_text(encoding="utf-8") if text is None else text
-    reader = f"myst-nb {version('myst-nb')} myst-parser {version('myst-parser')} {path}"
+    reader = (f"myst-nb {version('myst-nb')} myst-parser {version('myst-parser')} "
+              f"{sorted(extensions)} {path}")
     return cached_notebook(reader, text, lambda: read_myst_markdown_notebook(
-        text, MdParserConfig(), add_source_map=True, path=path))
+        text, MdParserConfig(enable_extensions=set(extensions)), add_source_map=True, path=path))
 
 
 def executed_notebook(outdir: str | Path, pagename: str) -> Path:
