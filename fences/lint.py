@@ -93,6 +93,45 @@ def proves(source: str) -> str:
     return ""
 
 
+#: ``# Records: name: what it is`` in a fence: the plain words for a value it observes
+#: (``fences.observe(name, ...)``), shown wherever that value differs between releases.
+#: A comment, like ``# Proves:``: rewording it keeps the fence's code hash, so the
+#: record stays current (``fences.record.code_hash``).
+#: A long description goes on in comment lines indented under it (``#   more words``).
+RECORDS = re.compile(r"^\s*#\s*Records:\s*([\w.\-]+):\s+(.+?)\s*$")
+
+
+def described(source: str) -> dict[str, str]:
+    """The ``# Records:`` descriptions of a fence: value name -> plain words."""
+    found: dict[str, str] = {}
+    lines = source.splitlines()
+    for n, line in enumerate(lines):
+        m = RECORDS.match(line)
+        if not m:
+            continue
+        words = [m.group(2)]
+        for more in lines[n + 1:]:
+            c = re.match(r"^\s*#\s{3,}(\S.*?)\s*$", more)
+            if not c:
+                break
+            words.append(c.group(1))
+        found[m.group(1)] = " ".join(words)
+    return found
+
+
+def names_value(source: str, name: str) -> bool:
+    """Does ``source`` name the value ``name``: as a string literal, or as an f-string
+    whose fixed parts match it (``f"dtypes.{name}_edges"`` names dtypes.float8_e4m3fn_edges)?"""
+    if f'"{name}"' in source or f"'{name}'" in source:
+        return True
+    for quote in re.findall(r'\bf"([^"]*\{[^"]*)"', source):
+        pattern = "".join(".+" if part.startswith("{") else re.escape(part)
+                          for part in re.split(r"(\{[^}]*\})", quote) if part)
+        if re.fullmatch(pattern, name):
+            return True
+    return False
+
+
 def fold_caption(source: str) -> tuple[str, str]:
     """The fold's two summaries: (shown while folded, shown while open)."""
     claim = proves(source).rstrip(".") or "the claim above"
@@ -181,6 +220,10 @@ def cell_problems(nb) -> list[str]:
         if PROOF_TAG in tags and "fence" not in tags:
             problems.append(f"{where}: tagged {PROOF_TAG!r} but not 'fence': only a fence "
                             "is a proof (fold another cell with 'hide-input')")
+        for name in described(cell.source):
+            if not names_value(cell.source, name):
+                problems.append(f"{where}: '# Records: {name}:' describes a value the cell "
+                                "never names (fences.observe(\"...\", value))")
         if "fence" not in tags:
             continue
         for tag in sorted(REMOVING_TAGS & set(tags)):

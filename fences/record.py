@@ -191,6 +191,8 @@ class Fence:
     code: str     # code_hash of its source
     section: str  # the title of the section it is in
     proves: str
+    #: its ``# Records:`` lines (``lint.described``): value name -> plain words
+    labels: dict = field(default_factory=dict, hash=False, compare=False)
 
 
 def read_book(root: Path) -> tuple[list[Fence], dict[str, str]]:
@@ -224,7 +226,8 @@ def read_book(root: Path) -> tuple[list[Fence], dict[str, str]]:
             code_index += 1
             if lint.is_fence(cell) and lint.fence_id(cell):
                 fences.append(Fence(lint.fence_id(cell), chapter, code_index,
-                                    code_hash(cell.source), section, claim(cell.source)))
+                                    code_hash(cell.source), section, claim(cell.source),
+                                    lint.described(cell.source)))
     return fences, digests
 
 
@@ -401,8 +404,10 @@ def classify(fence: str, name: str, text: str, points: list[tuple[dict, str]]) -
     return Change(fence, name, text, "varies", segments=segments, values=values)
 
 
-def fence_changes(fence: str, runs: list[dict]) -> list[Change]:
-    """Every recorded value of one fence that differs between ``runs``."""
+def fence_changes(fence: str, runs: list[dict], described: dict | None = None) -> list[Change]:
+    """Every recorded value of one fence that differs between ``runs``. A value's words:
+    ``described`` (the fence's ``# Records:`` lines as the book has them now), else the
+    ``label=`` the runs recorded."""
     points = [(run, by_id(run)[fence]) for run in runs if fence in by_id(run)]
     names: list[str] = []
     labels: dict[str, str] = {}
@@ -411,6 +416,7 @@ def fence_changes(fence: str, runs: list[dict]) -> list[Change]:
             if name not in names:
                 names.append(name)
         labels.update(rec.get("labels", {}))
+    labels.update(described or {})
     out = []
     for name in names:
         series = [(run, str(rec["observed"][name])) for run, rec in points
@@ -423,7 +429,7 @@ def fence_changes(fence: str, runs: list[dict]) -> list[Change]:
 
 def changes(runs: list[dict], current: list[Fence]) -> list[Change]:
     """Every recorded value that differs between ``runs``, fences in reading order."""
-    return [c for f in current for c in fence_changes(f.id, runs)]
+    return [c for f in current for c in fence_changes(f.id, runs, f.labels)]
 
 
 def never_run(runs: list[dict], current: list[Fence]) -> list[tuple[Fence, str]]:
@@ -454,7 +460,7 @@ def span(releases: list[str]) -> str:
     return releases[0] if len(releases) == 1 else f"{releases[0]} – {releases[-1]}"
 
 
-def badge(fence: str, runs: list[dict]) -> Badge:
+def badge(fence: str, runs: list[dict], described: dict | None = None) -> Badge:
     """The badge of one fence over the current runs (in release order)."""
     recs = [(label(run), by_id(run)[fence], run) for run in runs if fence in by_id(run)]
     if not recs:
@@ -472,7 +478,7 @@ def badge(fence: str, runs: list[dict]) -> Badge:
         if GPU_SKIP.search(reason):
             return Badge("gpu", "not yet run on a GPU", reason)
         return Badge("skipped", "not run on any release", reason)
-    found = fence_changes(fence, [run for _, _, run in recs])
+    found = fence_changes(fence, [run for _, _, run in recs], described)
     if found:
         first = found[0]
         more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
@@ -538,6 +544,7 @@ def change_report(before: list[dict], after: list[dict], record: list[dict],
     for the fences never run anywhere and the stale files.
     """
     old = {label(r): r for r in before}
+    described = {f.id: f.labels for f in current}
     where = {f.id: f for f in current}
     lines = ["# Release matrix: what changed", "",
              f"Against {base}. Book commit {_commit(after)}.", ""]
@@ -570,7 +577,8 @@ def change_report(before: list[dict], after: list[dict], record: list[dict],
             if was is not None:
                 for name, value in rec.get("observed", {}).items():
                     if name in was.get("observed", {}) and str(was["observed"][name]) != str(value):
-                        values.append((rel, fid, name, rec.get("labels", {}).get(name, ""),
+                        words = described.get(fid, {}).get(name) or rec.get("labels", {}).get(name, "")
+                        values.append((rel, fid, name, words,
                                        was["observed"][name], value))
     errors = [(label(run), e) for run in after for e in run.get("errors", [])]
     installs = [(label(run), run["error"]) for run in after if run.get("error")]

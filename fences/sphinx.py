@@ -521,7 +521,8 @@ def _add_badges(app, doctree, docname) -> None:
         rec = rec or _record(app)
         ids.append(str(ident))
         cell["ids"].append(f"fence-{ident}")
-        badge = records.badge(str(ident), rec.runs)
+        described = next((f.labels for f in rec.current if f.id == str(ident)), None)
+        badge = records.badge(str(ident), rec.runs, described)
         if badge.kind not in records.NEWS:
             continue
         link = nodes.reference("", badge.text, refuri=f"{href}#fence-{ident}", reftitle=badge.title,

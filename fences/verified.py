@@ -193,7 +193,7 @@ def grid_html(runs: list[dict], current: list[Fence], url: Url) -> str:
                 bad += bool(rec and rec["outcome"] == "failed")
                 tip = f"{record.label(run)}: {word}" + (f": {rec.get('reason')}" if rec and rec.get("reason") else "")
                 cells.append(f'<td class="{css}" title="{esc(tip)}">{mark}</td>')
-            b = record.badge(f.id, runs)
+            b = record.badge(f.id, runs, f.labels)
             rows.append(
                 f'<tr id="fence-{esc(f.id)}"><th scope="row"><a href="{esc(url(f.chapter))}#fence-{esc(f.id)}">'
                 f"{esc(f.id)}</a><br><small>{esc(f.proves)}</small>"

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import jupytext
 import pytest
 
 from fences import chapter, lint
@@ -20,9 +19,16 @@ assert torch.zeros(2).sum().item() == 0.0
 """
 
 
+def read(text: str):
+    """The one reader (fences.chapter.parse), with this book's MyST extensions."""
+    from pathlib import Path
+
+    return chapter.parse(text, Path(__file__).resolve().parents[1] / "book" / "x.md")
+
+
 def problems(body: str) -> list[str]:
     text = HEADER + body
-    return chapter.lint_problems(text, jupytext.reads(text, fmt="md:myst"))
+    return chapter.lint_problems(text, read(text))
 
 
 def fence(source: str, ident: str = "a-fence", proves: bool = True) -> str:
@@ -116,8 +122,8 @@ def test_an_exercise_needs_a_proven_solution():
 
 
 def test_fence_ids_must_be_unique_in_the_book():
-    a = jupytext.reads(HEADER + GOOD_FENCE % "same", fmt="md:myst")
-    b = jupytext.reads(HEADER + GOOD_FENCE % "same", fmt="md:myst")
+    a = read(HEADER + GOOD_FENCE % "same")
+    b = read(HEADER + GOOD_FENCE % "same")
     assert lint.book_problems({"a.md": a, "b.md": b}) == [
         "fence-id 'same' is used in a.md and in b.md: ids must be unique in the book"]
 
@@ -181,8 +187,8 @@ def test_the_fold_caption_is_the_proves_text():
 
 
 def test_a_code_cell_inside_a_colon_fenced_block_is_refused():
-    """jupytext (make test) splits it out as a cell; myst-nb (make book) keeps it as text
-    inside the box: refused by the lint both use, so the two cannot disagree."""
+    """The build's reader keeps it as text inside the box, shown and never run: refused by
+    the lint that make test and make book both use."""
     inside = ":::{note}\nA note.\n\n" + GOOD_FENCE % "inside" + ":::\n"
     assert any("inside the :::{note} block of line" in p for p in problems(inside))
     after = ":::{note}\nA note.\n:::\n\n" + GOOD_FENCE % "after"
@@ -193,3 +199,14 @@ def test_a_code_cell_swallowed_by_a_stray_fence_is_refused():
     body = GOOD_FENCE % "before" + "```\n\nText.\n\n" + GOOD_FENCE % "after"
     assert any("inside the plain code block" in p for p in problems(body))
     assert problems(GOOD_FENCE % "one" + "\nText.\n\n" + GOOD_FENCE % "two") == []
+
+
+def test_records_describes_only_a_value_the_fence_names():
+    named = fence('x = fences.observe("a.value", 1)\n# Records: a.value: the value of a\nassert x == 1\n')
+    assert not [p for p in problems(named) if "Records" in p]
+    unnamed = fence('x = fences.observe("a.value", 1)\n# Records: a.valu: the value of a\nassert x == 1\n')
+    assert any("'# Records: a.valu:' describes a value the cell never names" in p
+               for p in problems(unnamed))
+    in_a_loop = fence('for n in ("a", "b"):\n    fences.observe(f"v.{n}_edges", 1)\n'
+                      '# Records: v.a_edges: the edges of a\nassert True or n\n')
+    assert not [p for p in problems(in_a_loop) if "Records" in p]

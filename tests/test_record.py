@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import fences
-from fences import record
+from fences import lint, record
 from fences.record import Fence
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -268,6 +268,22 @@ def test_badge_changed_names_the_release_and_both_values():
     b = record.badge("a", runs)
     assert (b.kind, b.text) == ("changed", "changed in 2.11.0: 1 → 2")
     assert "the accelerator: changed in 2.11.0" in b.title
+
+
+def test_a_records_comment_describes_a_change_and_keeps_the_code_hash():
+    """``# Records: name: words`` gives a recorded value its words where it changes, in
+    the badge and the changes list; being a comment, it leaves the fence's code hash (and
+    so the record) as it was."""
+    source = 'x = fences.observe("thing", f())\nassert x\n'
+    worded = "# Records: thing: what f returns\n" + source
+    assert record.code_hash(worded) == record.code_hash(source)
+    assert lint.described(worded) == {"thing": "what f returns"}
+    runs = [run(r, [rec("a", observed={"thing": v})]) for r, v in (("2.8.0", "1"), ("2.11.0", "2"))]
+    b = record.badge("a", runs, lint.described(worded))
+    assert "what f returns: changed in 2.11.0: 1 → 2" in b.title
+    current = [record.Fence("a", "book/a.md", 0, "c0", "S", "claim", lint.described(worded))]
+    assert [c.label for c in record.changes(runs, current)] == ["what f returns"]
+    assert [c.label for c in record.changes(runs, [fence("a")])] == [""]
 
 
 def test_badge_by_build():
