@@ -129,3 +129,65 @@ def test_the_wheel_installs_and_imports_in_a_fresh_venv(tmp_path):
                          cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     assert str(venv) in out.stdout  # the wheel's copy, not this checkout's
+
+
+def test_the_landing_page_counts_what_the_lint_counts(tmp_path):
+    """book_numbers counts exercises and cited blocks with the lint's own patterns, in
+    either fence (backticks or colons), and fences less the GPU ones."""
+    from fences.chapter import HEADER
+    from fences.sphinx import book_numbers
+
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/creation\n")
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "creation.md").write_text(HEADER + """
+# A chapter
+
+```{code-cell} ipython3
+:tags: [fence]
+:fence-id: a-fence
+# Proves: one.
+assert 1 + 1 == 2
+```
+
+```{code-cell} ipython3
+:tags: [fence]
+:fence-id: a-gpu-fence
+# Proves: two.
+fences.needs("cuda")
+assert 2 + 2 == 4
+```
+
+:::{exercise}
+:label: ex-one
+One.
+:::
+
+```{exercise}
+:label: ex-two
+Two.
+```
+
+:::{cited} a source
+:source: https://example.org
+:version: 1
+Said.
+:::
+""")
+    numbers = book_numbers(tmp_path)
+    assert (numbers["index_exercises"], numbers["index_cited"]) == ("2", "1")
+    assert (numbers["index_fences"], numbers["index_gpu"]) == ("1", "1")
+
+
+def test_the_wheels_version_names_every_file_it_holds(tmp_path, monkeypatch):
+    """An edit of any module of fences/ (the Sphinx extension too, not only the runtime)
+    is a new wheel version, so pip never reuses a stale copy."""
+    import shutil
+
+    from fences import cachekey, sphinx
+
+    copy = tmp_path / "fences"
+    shutil.copytree(cachekey.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cachekey, "PACKAGE", copy)
+    before = sphinx.wheel_version()
+    (copy / "sphinx.py").write_text((copy / "sphinx.py").read_text() + "\n# edited\n")
+    assert sphinx.wheel_version() != before
