@@ -120,15 +120,27 @@ def described(source: str) -> dict[str, str]:
 
 
 def names_value(source: str, name: str) -> bool:
-    """Does ``source`` name the value ``name``: as a string literal, or as an f-string
-    whose fixed parts match it (``f"dtypes.{name}_edges"`` names dtypes.float8_e4m3fn_edges)?"""
-    if f'"{name}"' in source or f"'{name}'" in source:
-        return True
-    for quote in re.findall(r'\bf"([^"]*\{[^"]*)"', source):
-        pattern = "".join(".+" if part.startswith("{") else re.escape(part)
-                          for part in re.split(r"(\{[^}]*\})", quote) if part)
-        if re.fullmatch(pattern, name):
+    """Does ``source`` observe the value ``name``: the first argument of a call to
+    ``observe`` is that string, or an f-string whose fixed parts match it
+    (``f"dtypes.{name}_edges"`` names dtypes.float8_e4m3fn_edges; an f-string with no
+    fixed part names nothing)?"""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and node.args and getattr(
+                node.func, "attr", getattr(node.func, "id", None)) == "observe"):
+            continue
+        first = node.args[0]
+        if isinstance(first, ast.Constant) and first.value == name:
             return True
+        if isinstance(first, ast.JoinedStr):
+            parts = [re.escape(v.value) if isinstance(v, ast.Constant) else ".+"
+                     for v in first.values]
+            fixed = "".join(v.value for v in first.values if isinstance(v, ast.Constant))
+            if re.search(r"[A-Za-z]", fixed) and re.fullmatch("".join(parts), name):
+                return True
     return False
 
 

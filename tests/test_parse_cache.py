@@ -86,3 +86,14 @@ def test_a_cell_in_a_colon_box_is_text_for_the_build_and_so_for_every_tool(cache
     assert chapter.myst_extensions(inside) == ("colon_fence",)
     assert [c.cell_type for c in chapter.parse(boxed, inside).cells] == ["markdown"]
     assert "code" in [c.cell_type for c in myst(boxed).cells]     # the default config differs
+
+
+def test_the_cache_is_keyed_on_the_extensions_too(cache, tmp_path):
+    """The same text and path under another _config.yml is read again, not served."""
+    boxed = HEADER + "\n:::{note}\nA note.\n\n```{code-cell} ipython3\nx = 1\n```\n:::\n"
+    inside = tmp_path / "book" / "a.md"
+    config = tmp_path / "_config.yml"
+    config.write_text("parse:\n  myst_enable_extensions: [colon_fence]\n")
+    assert [c.cell_type for c in chapter.parse(boxed, inside).cells] == ["markdown"]
+    config.write_text("parse:\n  myst_enable_extensions: []\n")
+    assert "code" in [c.cell_type for c in chapter.parse(boxed, inside).cells]

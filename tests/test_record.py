@@ -286,6 +286,39 @@ def test_a_records_comment_describes_a_change_and_keeps_the_code_hash():
     assert [c.label for c in record.changes(runs, [fence("a")])] == [""]
 
 
+def test_records_words_continue_on_indented_comment_lines_only():
+    source = "# Records: a: x\n#   y\n# Records: b: z\n# plain\nf()\n"
+    assert lint.described(source) == {"a": "x y", "b": "z"}
+
+
+def test_the_books_words_win_over_a_recorded_label_everywhere(tmp_path: Path):
+    """The fence's # Records: words win over a label= the runs recorded: in the changes,
+    the badge, and the change report; read_book reads them off the chapter."""
+    runs = [run(r, [rec("a", observed={"thing": v}, labels={"thing": "old words"})])
+            for r, v in (("2.8.0", "1"), ("2.11.0", "2"))]
+    current = [Fence("a", "book/a.md", 0, "c0", "S", "claim", {"thing": "new words"})]
+    assert [c.label for c in record.changes(runs, current)] == ["new words"]
+    assert "new words: changed in 2.11.0" in record.badge("a", runs, current[0].labels).title
+    before = [run("2.11.0", [rec("a", observed={"thing": "1"}, labels={"thing": "old words"})])]
+    md = record.change_report(before, runs[1:], runs, current, {"book/a.md": "da"})
+    assert "| 2.11.0 | `a` (book/a.md) | new words | 1 | 2 |" in md, md
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/a\n")
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "a.md").write_text(HEADER + """
+```{code-cell} ipython3
+:tags: [fence]
+:fence-id: a
+# Proves: something.
+# Records: thing: new words,
+#   on two lines
+x = fences.observe("thing", 1)
+assert x == 1
+```
+""")
+    (fence_now,), _ = record.read_book(tmp_path)
+    assert fence_now.labels == {"thing": "new words, on two lines"}
+
+
 def test_badge_by_build():
     runs = series({"2.8.0": "cuda", "2.13.0+cpu": "None", "2.15.0": "cuda"})
     b = record.badge("a", runs)

@@ -23,7 +23,9 @@ from fences import cachekey, record
 from fences.chapter import HEADER
 
 HOLDS = "# Proves: one plus one is two.\nassert 1 + 1 == 2"
-CHANGES = "# Proves: the flag is a bool.\nimport fences\nassert fences.observe('x.flag', True) in (True, False)"
+CHANGES = ("# Proves: the flag is a bool.\nimport fences\n"
+           "# Records: x.flag: whether herons fly (the book's words win over the label)\n"
+           "assert fences.observe('x.flag', True) in (True, False)")
 NEEDS_GPU = "# Proves: a CUDA tensor is on CUDA.\nimport fences\nif fences.needs('cuda'):\n    assert True is not False"
 GRID_ONLY = "zebraquux"  # a fence id: it appears in the grid and nowhere else on the site
 
@@ -136,7 +138,10 @@ def test_verified_page_has_true_counts_changes_and_the_grid(site):
     assert "The book has <b>3</b> fences" in page
     assert "Current results for <b>3</b> releases (2.8.0, 2.11.0, 2.15.0)" in page
     assert "<b>Stale: results/2.9.1.json</b>" in page
-    assert '<td data-label="behaviour">whether flamingos fly</td>' in page
+    assert '<td data-label="behaviour">whether herons fly (the book&#x27;s words win over the label)</td>' \
+        in page, page
+    assert "whether flamingos fly" not in page
+    assert "whether herons fly (the book" in site[2]["a"]    # in the badge's title too
     assert '<td data-label="first release with the new value">2.11.0</td>' in page
     assert '<a href="a.html#fence-flag-check">a: Flags</a>' in page
     assert f'<tr id="fence-{GRID_ONLY}">' in page
@@ -145,7 +150,7 @@ def test_verified_page_has_true_counts_changes_and_the_grid(site):
 
 def test_the_grid_is_kept_out_of_search(site):
     index = site[3]
-    assert "flamingo" in index  # the changes table is searchable
+    assert "heron" in index  # the changes table is searchable
     assert GRID_ONLY not in index  # the grid is not
 
 
