@@ -170,7 +170,11 @@ def lab_problems(folder: Path, names: list[str]) -> dict[str, list[str]]:
             browser.close()
     finally:
         lab.terminate()
-        lab.wait(timeout=30)
+        try:
+            lab.wait(timeout=30)
+        except subprocess.TimeoutExpired:   # a server slow to stop is stopped
+            lab.kill()
+            lab.wait()
     return found
 
 
