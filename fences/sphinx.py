@@ -407,14 +407,15 @@ class Record:
         self.current, self.digests = records.read_book(srcdir)
         runs = records.load(results) if results.exists() else []
         self.runs, self.stale = records.split(runs, self.current, self.digests)
+        self.labels = {f.id: f.labels for f in self.current}   # each fence's # Records: words
         digest = hashlib.sha256()
         for path in sorted(results.glob("*.json")) if results.exists() else []:
             digest.update(path.name.encode() + path.read_bytes())
         scores = Path(srcdir) / mutation.RESULTS_NAME   # the page's make mutate section
         if scores.exists():
             digest.update(scores.read_bytes())
-        for f in self.current:
-            digest.update(f"{f.id} {f.chapter} {f.code} {f.section}".encode())
+        for f in self.current:   # the words too: a comment, so not in f.code
+            digest.update(f"{f.id} {f.chapter} {f.code} {f.section} {sorted(f.labels.items())}".encode())
         digest.update(repr(sorted(self.digests.items())).encode())
         self.key = digest.hexdigest()
 
@@ -521,8 +522,7 @@ def _add_badges(app, doctree, docname) -> None:
         rec = rec or _record(app)
         ids.append(str(ident))
         cell["ids"].append(f"fence-{ident}")
-        described = next((f.labels for f in rec.current if f.id == str(ident)), None)
-        badge = records.badge(str(ident), rec.runs, described)
+        badge = records.badge(str(ident), rec.runs, rec.labels.get(str(ident)))
         if badge.kind not in records.NEWS:
             continue
         link = nodes.reference("", badge.text, refuri=f"{href}#fence-{ident}", reftitle=badge.title,

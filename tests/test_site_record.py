@@ -187,3 +187,22 @@ def test_grid_node_is_skipped_by_the_search_indexer():
     doc.walk(collector)  # as sphinx.search.IndexBuilder.feed does
     assert "flamingo" in collector.found_words and "pelican" in collector.found_words
     assert not any("zebra" in w for w in collector.found_words)
+
+
+def test_rewording_a_records_comment_makes_every_page_read_again(tmp_path):
+    """The words are a comment (not in a fence's code hash), yet the Verified-on and
+    changes pages show them: the record's key changes with them, so those pages are
+    read again on the next build."""
+    from fences.chapter import HEADER
+    from fences.sphinx import Record
+
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/a\n")
+    (tmp_path / "book").mkdir()
+    chapter = HEADER + ("\n```{code-cell} ipython3\n:tags: [fence]\n:fence-id: a\n"
+                        "# Proves: something.\n# Records: x.flag: %s\n"
+                        "assert fences.observe('x.flag', True)\n```\n")
+    (tmp_path / "book" / "a.md").write_text(chapter % "whether herons fly")
+    before = Record(tmp_path, tmp_path / "results")
+    assert before.labels == {"a": {"x.flag": "whether herons fly"}}
+    (tmp_path / "book" / "a.md").write_text(chapter % "whether herons swim")
+    assert Record(tmp_path, tmp_path / "results").key != before.key
