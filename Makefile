@@ -21,7 +21,7 @@ STAMP  := $(VENV)/.installed-$(shell printf '%s' '$(WANTED)' | cksum | cut -d' '
 
 help:
 	@echo "make book        build the site into _build/html, executing every fence"
-	@echo "make test        run every chapter's fences and the tests of fences/ under pytest"
+	@echo "make test        run every chapter's fences and the tests of the tooling under pytest"
 	@echo "make matrix      run every fence on each supported torch release; writes results/ and"
 	@echo "                 _build/matrix-report.md (RELEASES=\"2.8.0 newest\" runs some)"
 	@echo "make matrix-report  the change report for results/ as it is, against git HEAD"
@@ -48,7 +48,8 @@ $(STAMP): pyproject.toml
 # folder count too: upgrading torch, numpy or myst-nb makes the site stale.
 HTML   := _build/html
 SITE   := $(HTML)/index.html
-INPUTS := _config.yml _toc.yml $(wildcard book/*.md fences/*.py results/*.json _static/*) \
+INPUTS := _config.yml _toc.yml $(wildcard book/*.md fences/*.py fencecheck/*.py \
+          fencecheck/upstream/*.py results/*.json _static/*) \
           $(wildcard mutate-results.json) \
           tools/preexecute.py $(wildcard $(VENV)/lib/python3*/site-packages) \
           $(wildcard $(VENV)/lib/python3*/site-packages/torch/version.py)
@@ -61,8 +62,8 @@ book: $(SITE)
 .DELETE_ON_ERROR:
 
 # tools/preexecute.py runs the uncached chapters in parallel into the cache
-# that jupyter-book reads (keyed on torch, fences/'s runtime and the installed packages
-# by fences.sphinx itself, so a plain `jupyter-book build .` is honest too); then the
+# that jupyter-book reads (keyed on torch, the runtime (fences/) and the installed packages
+# by fencecheck.sphinx itself, so a plain `jupyter-book build .` is honest too); then the
 # build runs and finds them cached. One after the other: no lock, nothing to wait on.
 # -n: nitpicky, -W: every warning is an error, --keep-going: report them all (every
 # failing chapter, with its traceback: _config.yml).

@@ -46,7 +46,7 @@ import os, sys, time
 t0 = time.perf_counter()
 import torch, matplotlib
 matplotlib.use("Agg")
-from fences.chapter import read, toc_files
+from fencecheck.chapter import read, toc_files
 from pathlib import Path
 root = Path(sys.argv[1])
 os.chdir(root / "book")

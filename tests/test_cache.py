@@ -2,8 +2,8 @@
 
 Three triggers (issue: fast verification): the chapter's source, the torch
 version or build, and the code in fences/. jupyter-cache covers the first
-(its key hashes the code cells); fences.cachekey covers the other two:
-fences.sphinx gives each key its own cache folder.
+(its key hashes the code cells); fencecheck.cachekey covers the other two:
+fencecheck.sphinx gives each key its own cache folder.
 """
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from fences import cachekey
-from fences.upstream.jupyter_cache import get_cache, store
+from fencecheck import cachekey
+from fencecheck.upstream.jupyter_cache import get_cache, store
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import preexecute  # noqa: E402
-from fences.chapter import HEADER  # noqa: E402
+from fencecheck.chapter import HEADER  # noqa: E402
 
 CHAPTER = HEADER + """
 # A chapter
@@ -91,7 +91,7 @@ def test_each_key_has_its_own_cache_folder(tmp_path, monkeypatch):
 def test_the_sphinx_extension_keys_the_cache_myst_nb_reads(tmp_path):
     from types import SimpleNamespace
 
-    from fences import sphinx
+    from fencecheck import sphinx
 
     config = SimpleNamespace(nb_execution_cache_path=str(tmp_path / ".jupyter_cache"))
     app = SimpleNamespace(outdir=str(tmp_path / "html"))
@@ -194,34 +194,38 @@ def test_another_version_of_any_package_changes_the_key(tmp_path, monkeypatch):
     assert cachekey.key() != before
 
 
-def test_only_the_runtime_keys_the_cache_and_the_kernel_loads_nothing_else(tmp_path):
-    """An edit of the Sphinx extension (or any module outside ``RUNTIME``) leaves the key
-    alone; an edit of a runtime module changes it; and a chapter's kernel, importing what
-    chapters import plus the test plugin's warm-up, loads no other module of fences/."""
+def test_the_runtime_keys_the_cache_and_the_kernel_loads_nothing_else(tmp_path, monkeypatch):
+    """An edit of any runtime module changes the key; a chapter's kernel, importing what
+    chapters import plus the test plugin's warm-up, loads its ``fences`` from ``RUNTIME``
+    and nothing of the verifier, and no runtime module imports the verifier, even later
+    inside a function. So an edit of the verifier (the Sphinx extension, the record, the
+    lint), which the key leaves out, cannot change what a chapter outputs."""
+    import ast
     import shutil
     import subprocess
     import sys
 
-    copy = tmp_path / "fences"
-    shutil.copytree(cachekey.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    before = cachekey.fences_digest(copy)
-    (copy / "sphinx.py").write_text((copy / "sphinx.py").read_text() + "\n# edited\n")
-    assert cachekey.fences_digest(copy) == before
-    (copy / "grade.py").write_text((copy / "grade.py").read_text() + "\n# edited\n")
-    assert cachekey.fences_digest(copy) != before
-    loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, fences, fences.strategies, fences.state, fences.grade; "
-         "print(' '.join(sorted(m for m in sys.modules if m == 'fences' or m.startswith('fences.'))))"],
-        capture_output=True, text=True, check=True, cwd=cachekey.PACKAGE.parent).stdout.split()
-    files = {"__init__.py" if m == "fences" else m.split(".", 1)[1] + ".py" for m in loaded}
-    assert files <= set(cachekey.RUNTIME), files - set(cachekey.RUNTIME)
-    # and none imports another module of fences/ later, inside a function
-    import ast
+    from fencecheck.pytest_plugin import WARM_UP
 
-    for name in cachekey.RUNTIME:
-        for node in ast.walk(ast.parse((cachekey.PACKAGE / name).read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("fences")):
-                targets = [node.module] if node.module else [a.name for a in node.names]
-                for target in targets:
-                    module = target.split(".")[-1] if target else "__init__"
-                    assert f"{module}.py" in cachekey.RUNTIME or module == "fences", (name, target)
+    copy = tmp_path / "fences"
+    shutil.copytree(cachekey.RUNTIME, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cachekey, "RUNTIME", copy)
+    before = cachekey.key()
+    (copy / "state.py").write_text((copy / "state.py").read_text() + "\n# edited\n")
+    assert cachekey.key() != before
+    monkeypatch.undo()
+    probe = (f"import sys, fences, fences.strategies, fences.grade\n{WARM_UP}\n"
+             "print('\\n'.join(f'{m} {getattr(sys.modules[m], \"__file__\", None)}' for m in sys.modules "
+             "if m.split('.')[0] in ('fences', 'fencecheck')))")
+    (tmp_path / "empty").mkdir()  # not beside the copy: the kernel imports the runtime installed
+    loaded = dict(line.split(" ", 1) for line in subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+        cwd=tmp_path / "empty").stdout.splitlines())
+    assert "fences.state" in loaded and not [m for m in loaded if m.startswith("fencecheck")]
+    assert all(Path(f).resolve().is_relative_to(cachekey.RUNTIME) for f in loaded.values()), loaded
+    for path in cachekey.RUNTIME.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not [n for n in names if n.split(".")[0] == "fencecheck"], (path, names)
+

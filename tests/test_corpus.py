@@ -14,7 +14,7 @@ mode and patched module pass_leaves_mode leaves do not reach pass_mode_gone.
 fail_dead_kernel must fail at once, its cell named, not on the timeout. The cases that
 stop the whole suite (_toc.yml problems) each get their own in-process run.
 
-The subprocess runs are proofs about fences/ under this torch and these
+The subprocess runs are proofs about fences/ and fencecheck/ under this torch and these
 packages: under an unchanged key (``proof_key``) their recorded outcome is
 reused; see ``proven``.
 """
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from fences import cachekey
+from fencecheck import cachekey
 
 CORPUS = Path(__file__).parent / "corpus"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -81,7 +81,7 @@ def lay_out(tmp_path: Path, chapters, toc: str | None = None) -> Path:
     book.mkdir()
     for name in chapters:
         shutil.copy(CORPUS / f"{name}.md", book / f"{name}.md")
-    (tmp_path / "conftest.py").write_text('pytest_plugins = ["fences.pytest_plugin"]\n')
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["fencecheck.pytest_plugin"]\n')
     (tmp_path / "pyproject.toml").write_text(PYPROJECT)
     if toc is not None:
         (tmp_path / "_toc.yml").write_text(toc)
@@ -95,10 +95,10 @@ def run_suite(root: Path, *args: str) -> tuple[int, str]:
 
 
 def proof_key() -> str:
-    """What the corpus run's outcome depends on: every file of fences/ (the plugin, the
-    lint, the reader), torch, every installed package (fences.cachekey), and the corpus
+    """What the corpus run's outcome depends on: every file of fences/ and fencecheck/ (the plugin, the
+    lint, the reader), torch, every installed package (fencecheck.cachekey), and the corpus
     and this file."""
-    digest = hashlib.sha256((cachekey.key() + cachekey.package_digest()).encode())
+    digest = hashlib.sha256((cachekey.key() + cachekey.digest() + cachekey.digest(cachekey.VERIFIER)).encode())
     for path in sorted(CORPUS.glob("*.md")) + [Path(__file__), CORPUS.parents[1] / "_config.yml"]:
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()
@@ -251,7 +251,7 @@ def test_site_build_refuses_what_the_suite_refuses(request, tmp_path, chapter, m
         )
         (tmp_path / "_config.yml").write_text(yaml.safe_dump({
             "title": "corpus", "execute": {"execute_notebooks": "off"}, "parse": extensions,
-            "sphinx": {"extra_extensions": ["fences.sphinx"]}}))
+            "sphinx": {"extra_extensions": ["fencecheck.sphinx"]}}))
         jb = Path(sys.executable).with_name("jupyter-book")
         proc = subprocess.run([str(jb), "build", str(tmp_path), "-W", "-n", "--keep-going"],
                               capture_output=True, text=True, timeout=300)
@@ -279,7 +279,7 @@ def test_site_build_reports_every_failing_chapter(request, tmp_path):
             "format: jb-book\nroot: index\nchapters:\n  - file: a\n  - file: b\n")
         (tmp_path / "_config.yml").write_text(yaml.safe_dump({
             "title": "corpus", "execute": config["execute"],
-            "sphinx": {"extra_extensions": ["fences.sphinx"], "config": nb_settings}}))
+            "sphinx": {"extra_extensions": ["fencecheck.sphinx"], "config": nb_settings}}))
         jb = Path(sys.executable).with_name("jupyter-book")
         proc = subprocess.run([str(jb), "build", str(tmp_path), "-W", "-n", "--keep-going"],
                               capture_output=True, text=True, timeout=600)

@@ -1,4 +1,4 @@
-"""Unit tests of the fences package itself (the chapters are tested via book/)."""
+"""Unit tests of the runtime (the fences package) and the cache key (the chapters are tested via book/)."""
 from __future__ import annotations
 
 import os
@@ -11,8 +11,9 @@ import pytest
 import torch
 
 import fences
-from fences import cachekey, chapter, state
-from fences.chapter import HEADER
+from fences import state
+from fencecheck import cachekey, chapter
+from fencecheck.chapter import HEADER
 
 
 
@@ -242,20 +243,20 @@ def test_cachekey_names_torch_and_fences():
 def test_cachekey_changes_with_fences_code(tmp_path: Path, monkeypatch):
     before = cachekey.key()
     package = tmp_path / "fences"
-    shutil.copytree(cachekey.PACKAGE, package)
-    monkeypatch.setattr(cachekey, "PACKAGE", package)
+    shutil.copytree(cachekey.RUNTIME, package)
+    monkeypatch.setattr(cachekey, "RUNTIME", package)
     assert cachekey.key() == before
     (package / "__init__.py").write_text((package / "__init__.py").read_text() + "\n# edited\n")
     assert cachekey.key() != before
 
 
-# --- the build's notebook check (fences.sphinx.run_problems) ---------------
+# --- the build's notebook check (fencecheck.sphinx.run_problems) ---------------
 
 def test_run_problems_accepts_a_clean_run_and_names_each_fault():
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-    from fences.sphinx import run_problems
+    from fencecheck.sphinx import run_problems
 
     nb = new_notebook(cells=[new_code_cell("1", execution_count=1),
                              new_code_cell("2", execution_count=2)])

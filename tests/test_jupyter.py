@@ -1,4 +1,4 @@
-"""The downloaded notebook reads as Jupyter Markdown (fences.jupyter), and the wheel
+"""The downloaded notebook reads as Jupyter Markdown (fencecheck.jupyter), and the wheel
 the site ships beside it installs into a fresh environment and imports."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from fences import jupyter
+from fencecheck import jupyter
 
 EXT = {"torch": ("https://docs.pytorch.org/docs/2.13/generated/%s.html", "%s")}
 MYST = """(a-target)=
@@ -98,11 +98,12 @@ def test_a_missing_glued_value_is_reported():
 
 
 def test_the_wheel_installs_and_imports_in_a_fresh_venv(tmp_path):
-    """The wheel the site ships holds every module of the package (fences.upstream too)
-    and names its content in its version."""
-    from fences import sphinx
+    """The wheel the site ships holds the runtime, every module of ``fences`` and nothing
+    of the verifier, and names its content in its version; installed into a fresh venv,
+    every module imports, and the verifier is nowhere to be found."""
+    from fencecheck import cachekey, sphinx
 
-    done = subprocess.run([sys.executable, "-c", "from fences import sphinx; from types import "
+    done = subprocess.run([sys.executable, "-c", "from fencecheck import sphinx; from types import "
                            "SimpleNamespace as S; import pathlib; sphinx._ship_wheel(S(outdir="
                            f"'{tmp_path}', builder=S(format='html')), None)"],
                           capture_output=True, text=True)
@@ -110,7 +111,9 @@ def test_the_wheel_installs_and_imports_in_a_fresh_venv(tmp_path):
     (wheel,) = (tmp_path / sphinx.WHEEL_DIR).glob("*.whl")
     assert wheel.name == sphinx.wheel_name() and "+g" in wheel.name
     names = zipfile.ZipFile(wheel).namelist()
-    assert "fences/upstream/myst_nb.py" in names and "fences/jupyter.py" in names
+    runtime = {f"fences/{p.relative_to(cachekey.RUNTIME).as_posix()}"
+               for p in cachekey.RUNTIME.rglob("*.py")}
+    assert {n for n in names if n.endswith(".py")} == runtime and "fences/state.py" in runtime
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
@@ -124,7 +127,8 @@ def test_the_wheel_installs_and_imports_in_a_fresh_venv(tmp_path):
                    check=True)
     probe = ("import pkgutil, importlib, fences; mods = [m.name for m in pkgutil.walk_packages("
              "fences.__path__, 'fences.')]; [importlib.import_module(m) for m in mods]; "
-             "print(fences.__file__, len(mods))")
+             "print(fences.__file__, len(mods)); import importlib.util as u; "
+             "assert u.find_spec('fencecheck') is None, 'the verifier came along'")
     out = subprocess.run([str(python), "-I", "-c", probe], capture_output=True, text=True,
                          cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -134,8 +138,8 @@ def test_the_wheel_installs_and_imports_in_a_fresh_venv(tmp_path):
 def test_the_landing_page_counts_what_the_lint_counts(tmp_path):
     """book_numbers counts exercises and cited blocks with the lint's own patterns, in
     either fence (backticks or colons), and fences less the GPU ones."""
-    from fences.chapter import HEADER
-    from fences.sphinx import book_numbers
+    from fencecheck.chapter import HEADER
+    from fencecheck.sphinx import book_numbers
 
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/creation\n")
     (tmp_path / "book").mkdir()
@@ -179,15 +183,15 @@ Said.
 
 
 def test_the_wheels_version_names_every_file_it_holds(tmp_path, monkeypatch):
-    """An edit of any module of fences/ (the Sphinx extension too, not only the runtime)
-    is a new wheel version, so pip never reuses a stale copy."""
+    """An edit of any module of the runtime (what the wheel holds: state.py, not only what
+    a chapter imports) is a new wheel version, so pip never reuses a stale copy."""
     import shutil
 
-    from fences import cachekey, sphinx
+    from fencecheck import cachekey, sphinx
 
     copy = tmp_path / "fences"
-    shutil.copytree(cachekey.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(cachekey, "PACKAGE", copy)
+    shutil.copytree(cachekey.RUNTIME, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cachekey, "RUNTIME", copy)
     before = sphinx.wheel_version()
-    (copy / "sphinx.py").write_text((copy / "sphinx.py").read_text() + "\n# edited\n")
+    (copy / "state.py").write_text((copy / "state.py").read_text() + "\n# edited\n")
     assert sphinx.wheel_version() != before

@@ -1,12 +1,12 @@
-"""The lint (fences/lint.py) catches each pattern it claims to, and passes a good chapter."""
+"""The lint (fencecheck/lint.py) catches each pattern it claims to, and passes a good chapter."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from fences import chapter, lint
-from fences.chapter import HEADER
+from fencecheck import chapter, lint
+from fencecheck.chapter import HEADER
 
 
 GOOD_FENCE = """```{code-cell} ipython3
@@ -20,7 +20,7 @@ assert torch.zeros(2).sum().item() == 0.0
 
 
 def read(text: str):
-    """The one reader (fences.chapter.parse), with this book's MyST extensions."""
+    """The one reader (fencecheck.chapter.parse), with this book's MyST extensions."""
     from pathlib import Path
 
     return chapter.parse(text, Path(__file__).resolve().parents[1] / "book" / "x.md")

@@ -274,11 +274,11 @@ def run_tool(tmp_path: Path, *args) -> tuple[int, str, dict]:
 
 
 def proof_key() -> str:
-    """What the runs' outcomes depend on: every file of fences/, torch and every installed
-    package (fences.cachekey), the tool, the corpus chapters and this file."""
-    from fences import cachekey
+    """What the runs' outcomes depend on: every file of fences/ and fencecheck/, torch and every installed
+    package (fencecheck.cachekey), the tool, the corpus chapters and this file."""
+    from fencecheck import cachekey
 
-    digest = hashlib.sha256((cachekey.key() + cachekey.package_digest()).encode())
+    digest = hashlib.sha256((cachekey.key() + cachekey.digest() + cachekey.digest(cachekey.VERIFIER)).encode())
     for path in (ROOT / "tools" / "mutate.py", ROOT / "tools" / "mutants.py",
                  ROOT / "tools" / "mutate_reuse.py", STRONG, WEAK, JAX, FAULTS,
                  Path(__file__)):
@@ -415,7 +415,7 @@ def test_the_reuse_key_names_what_decides_an_outcome():
 # --- the Verified-on page -------------------------------------------------------
 
 def test_the_page_renders_scores_and_justified_survivors(tmp_path):
-    from fences import mutation, record
+    from fencecheck import mutation, record
 
     assert "Not measured yet" in mutation.section_html(tmp_path)
     data = {"build": "torch 2.13.0 (CPU-only build)", "date": "2026-12-01",
@@ -436,7 +436,7 @@ def test_the_page_renders_scores_and_justified_survivors(tmp_path):
 
 
 def test_release_kind_survivors_are_shown_apart(tmp_path):
-    from fences import mutation
+    from fencecheck import mutation
 
     data = {"build": "torch", "date": "2026-12-01", "chapters": [], "survivors": [],
             "justified": [

@@ -1,12 +1,12 @@
-"""fences.chapter.parse: the one reader (myst-nb's, with the build's MyST extensions),
+"""fencecheck.chapter.parse: the one reader (myst-nb's, with the build's MyST extensions),
 kept on disk per text."""
 from pathlib import Path
 
 import pytest
-from fences.upstream import myst_nb as upstream
+from fencecheck.upstream import myst_nb as upstream
 
-from fences import chapter
-from fences.chapter import HEADER
+from fencecheck import chapter
+from fencecheck.chapter import HEADER
 
 TEXT = HEADER + """
 # A chapter

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from fences.chapter import HEADER
+from fencecheck.chapter import HEADER
 
 
 
 @pytest.fixture
 def book(pytester):
-    pytester.makeconftest('pytest_plugins = ["fences.pytest_plugin"]\n')
+    pytester.makeconftest('pytest_plugins = ["fencecheck.pytest_plugin"]\n')
     pytester.makepyprojecttoml('[tool.pytest.ini_options]\naddopts = "-p no:xdist '
                                '-p no:cacheprovider --nbval-current-env"\n')
     pytester.mkdir("book")

@@ -1,4 +1,4 @@
-"""The record (fences.record): identity, order, provenance, staleness, badges, the change report."""
+"""The record (fencecheck.record): identity, order, provenance, staleness, badges, the change report."""
 from __future__ import annotations
 
 import json
@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 import fences
-from fences import lint, record
-from fences.record import Fence
+from fencecheck import lint, record
+from fencecheck.record import Fence
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
 import matrix  # noqa: E402
-from fences.chapter import HEADER  # noqa: E402
+from fencecheck.chapter import HEADER  # noqa: E402
 
 
 
@@ -219,7 +219,7 @@ def test_a_results_file_that_does_not_parse_is_named_with_how_to_regenerate_it(
 
 
 def test_a_mutation_file_that_does_not_parse_is_named_never_re_run_silently(tmp_path: Path):
-    from fences import mutation
+    from fencecheck import mutation
 
     sys.path.insert(0, str(ROOT / "tools"))
     import mutate_reuse

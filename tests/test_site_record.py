@@ -2,7 +2,7 @@
 
 One small book is built with ``jupyter-book`` (execution off: badges come
 from the cells' metadata and results/, not from outputs). Like the corpus
-proofs, the build's outcome is a function of fences/, the installed
+proofs, the build's outcome is a function of fences/ and fencecheck/, the installed
 packages and this file; FENCES_REUSE_OUTCOMES=1 reuses it under an unchanged
 key (local speed); by default it builds.
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from fences import cachekey, record
-from fences.chapter import HEADER
+from fencecheck import cachekey, record
+from fencecheck.chapter import HEADER
 
 HOLDS = "# Proves: one plus one is two.\nassert 1 + 1 == 2"
 CHANGES = ("# Proves: the flag is a bool.\nimport fences\n"
@@ -71,11 +71,11 @@ def lay_out(root: Path) -> None:
                                    "  - file: book/a\n  - file: book/verified\n")
     (root / "_config.yml").write_text(
         "title: record\nexecute:\n  execute_notebooks: 'off'\n"
-        "sphinx:\n  extra_extensions: [fences.sphinx]\n")
+        "sphinx:\n  extra_extensions: [fencecheck.sphinx]\n")
 
 
 def build_key() -> str:
-    digest = hashlib.sha256((cachekey.key() + cachekey.package_digest()).encode())
+    digest = hashlib.sha256((cachekey.key() + cachekey.digest() + cachekey.digest(cachekey.VERIFIER)).encode())
     for path in [Path(__file__), Path(__file__).resolve().parents[1] / "book" / "verified.md"]:
         digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -158,7 +158,7 @@ def test_new_results_make_sphinx_read_every_page_again():
     """Neither Sphinx nor jupyter-cache sees results/ change: the extension marks every page outdated."""
     from types import SimpleNamespace
 
-    from fences import sphinx as ext
+    from fencecheck import sphinx as ext
 
     app = SimpleNamespace(_tf_record=SimpleNamespace(key="k1"))
     env = SimpleNamespace(found_docs={"book/a", "book/b", "book/verified"})
@@ -177,7 +177,7 @@ def test_grid_node_is_skipped_by_the_search_indexer():
     from sphinx.search import WordCollector
     from sphinx.search.en import SearchEnglish
 
-    from fences.sphinx import unsearched_html
+    from fencecheck.sphinx import unsearched_html
 
     doc = new_document("t", get_default_settings(Parser))
     grid = unsearched_html()
@@ -193,8 +193,8 @@ def test_rewording_a_records_comment_makes_every_page_read_again(tmp_path):
     """The words are a comment (not in a fence's code hash), yet the Verified-on and
     changes pages show them: the record's key changes with them, so those pages are
     read again on the next build."""
-    from fences.chapter import HEADER
-    from fences.sphinx import Record
+    from fencecheck.chapter import HEADER
+    from fencecheck.sphinx import Record
 
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/a\n")
     (tmp_path / "book").mkdir()

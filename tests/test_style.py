@@ -1,5 +1,5 @@
 """The tooling passes its linter (ruff, configured in pyproject.toml), so make test fails
-on an unused import or an undefined name in fences/, tools/ or tests/."""
+on an unused import or an undefined name in fences/, fencecheck/, tools/ or tests/."""
 from __future__ import annotations
 
 import subprocess

@@ -1,7 +1,7 @@
-"""The "Verified on" page's parts (fences.verified): true counts, behaviours in words, the grid."""
+"""The "Verified on" page's parts (fencecheck.verified): true counts, behaviours in words, the grid."""
 from __future__ import annotations
 
-from fences import record, verified
+from fencecheck import record, verified
 from test_record import fence, rec, run
 
 

@@ -9,7 +9,7 @@ fine: a reader has torch already) and a Jupyter runner (nbclient, ipykernel),
 and executes the notebook top to bottom there. The notebook's own first cell
 must install everything else. Before running it, reads it as Jupyter would
 show it: no MyST syntax left in a Markdown cell, no solution open, and no
-link to a repository (``fences.jupyter``). Last, opens each in JupyterLab in
+link to a repository (``fencecheck.jupyter``). Last, opens each in JupyterLab in
 Chromium and checks what shows: the proofs and solutions collapsed, no MyST
 or glue placeholder in the rendered Markdown (a screenshot per notebook in
 ``_build/screenshots/``). Fails on any error, naming the chapter.
@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from check_site import report, serve, toc_pages  # noqa: E402
 
-from fences.sphinx import WHEEL_DIR  # noqa: E402
+from fencecheck.sphinx import WHEEL_DIR  # noqa: E402
 
 TORCH = os.environ.get("TORCH", "torch==2.13.0")
 TORCH_INDEX = os.environ.get("TORCH_INDEX", "")  # as in the Makefile
@@ -58,7 +58,7 @@ def reading_problems(path: Path) -> list[str]:
     """What a reader opening the notebook in Jupyter would find wrong."""
     import nbformat
 
-    from fences import jupyter
+    from fencecheck import jupyter
 
     nb = nbformat.read(path, as_version=4)
     text = "\n".join(c.source for c in nb.cells)
@@ -103,7 +103,7 @@ def lab_problems(folder: Path, names: list[str]) -> dict[str, list[str]]:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
-    from fences import jupyter
+    from fencecheck import jupyter
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fences.chapter import toc_files  # noqa: E402
+from fencecheck.chapter import toc_files  # noqa: E402
 
 #: Debian's chromium by default; CHROMIUM=bundled uses the browser `playwright install`
 #: downloads (a hosted CI runner, where Debian's package is not available).

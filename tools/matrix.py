@@ -14,7 +14,7 @@ the fences tested are the ones in this clone.
 
 Each chapter runs in a fresh kernel (``--fences-fresh-kernel``): no chapter
 can see what another left behind, whichever worker runs it. Each release
-writes ``results/<release>.json`` (see ``fences.record``).
+writes ``results/<release>.json`` (see ``fencecheck.record``).
 
 At the end the run compares the new results with the committed ones (git
 HEAD's ``results/``) and writes what changed, in Markdown fit for a pull
@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 import venvs  # noqa: E402
 from venvs import Release  # noqa: E402
 
-from fences import record  # noqa: E402
+from fencecheck import record  # noqa: E402
 
 RESULTS = ROOT / "results"
 REPORT = ROOT / "_build" / "matrix-report.md"

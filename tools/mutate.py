@@ -45,7 +45,7 @@ surviving mutant of a fence that ran are reported as stale.
 
 The scores per chapter, the justified survivors and the open ones are
 written to ``mutate-results.json`` (``--json``), which the "Verified on"
-page renders through ``fences.mutation``.
+page renders through ``fencecheck.mutation``.
 """
 from __future__ import annotations
 
@@ -100,8 +100,8 @@ def read_chapter(path: Path, root: Path = ROOT) -> tuple[str, list[Cell]]:
     Does not lint: a fence without a ``fence-id`` gets the stand-in
     ``<chapter>-cell-<index>`` so that old chapters can be measured too.
     """
-    from fences import lint
-    from fences.chapter import code_cell_lines, parse
+    from fencecheck import lint
+    from fencecheck.chapter import code_cell_lines, parse
 
     path = Path(path).resolve()
     text = path.read_text(encoding="utf-8")
@@ -533,7 +533,7 @@ def prepare_root() -> None:
     torch.set_num_threads(1)
     with contextlib.suppress(RuntimeError):
         torch.set_num_interop_threads(1)
-    import fences.upstream.myst_nb  # noqa: F401 - the chapter reader, imported once here
+    import fencecheck.upstream.myst_nb  # noqa: F401 - the chapter reader, imported once here
     import matplotlib  # noqa: F401
     import numpy  # noqa: F401
     from hypothesis import Phase, settings
@@ -743,7 +743,7 @@ def by_operator(records: list[dict]) -> dict:
 
 
 def summary(records: list[dict], verdict: dict, seconds: float, jobs: int) -> dict:
-    """What mutate-results.json holds (rendered by fences.mutation)."""
+    """What mutate-results.json holds (rendered by fencecheck.mutation)."""
     import torch
 
     from fences import torch_build
@@ -883,7 +883,7 @@ def main(argv: list[str]) -> int:
                         f"{RESULTS.relative_to(ROOT)} for fences whose key is unchanged")
     args = parser.parse_args(argv)
 
-    from fences.chapter import header_problems, toc_files
+    from fencecheck.chapter import header_problems, toc_files
 
     whole_book = not args.chapters and not args.fence
     paths = args.chapters or [p for p in toc_files(ROOT) if p.exists()
@@ -921,7 +921,7 @@ def main(argv: list[str]) -> int:
     target = args.json or (RESULTS if whole_book else None)
     try:
         previous = {} if args.fresh else mutate_reuse.stored(target or RESULTS)
-    except ValueError as exc:  # fences.record.BadFile: named, with how to regenerate it
+    except ValueError as exc:  # fencecheck.record.BadFile: named, with how to regenerate it
         print(f"mutate: {exc}", file=sys.stderr)
         return 2
     records = run_book(paths, args.jobs, args.timeout, wanted, environment=environment,

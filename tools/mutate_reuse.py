@@ -1,8 +1,8 @@
 """Reusing ``make mutate``'s recorded outcomes for fences whose inputs did not change.
 
 A mutant's outcome depends on the fence's code, every code cell before it in
-its chapter (the state it runs on), the runtime modules of ``fences/``
-(``fences.cachekey.RUNTIME``), the torch build, the
+its chapter (the state it runs on), the runtime (the ``fences`` package,
+``fencecheck.cachekey.RUNTIME``), the torch build, the
 packages the chapters import, Python, and the parts of the tool that decide
 an outcome (the operators in ``tools/mutants.py``; running and classifying
 in ``tools/mutate.py``). ``fence_key`` hashes all of them. The run writes
@@ -12,8 +12,8 @@ still executes up to the last fence that re-runs, since the mutants need its
 state), and a chapter whose every fence matches is not executed at all.
 
 So CI, on the committed record, re-runs just what a change touched; a new
-torch, a new NumPy or an edit of fences/'s runtime re-runs everything (an edit of
-the Sphinx extension, the record or the lint re-runs nothing).
+torch, a new NumPy or an edit of the runtime re-runs everything (an edit of the
+verifier, ``fencecheck``: the Sphinx extension, the record, the lint, re-runs nothing).
 ``--fresh`` ignores the record.
 """
 from __future__ import annotations
@@ -55,15 +55,15 @@ def _version(name: str) -> str:
 
 def environment_key(deciding: list, root: Path = ROOT) -> str:
     """Everything but the chapter's code: torch's build, Python, the chapters' packages,
-    fences/'s runtime, the operators, and the source of the functions in ``deciding``."""
-    from fences import cachekey
+    the runtime, the operators, and the source of the functions in ``deciding``."""
+    from fencecheck import cachekey
 
     digest = hashlib.sha256(f"format={FORMAT}\n".encode())
     digest.update(cachekey.torch_version_file().read_bytes())
     digest.update(f"python={sys.version_info[:2]}\n".encode())
     for name in chapter_packages(root):
         digest.update(f"{name}=={_version(name)}\n".encode())
-    digest.update(cachekey.fences_digest().encode())
+    digest.update(cachekey.digest().encode())
     digest.update((root / "tools" / "mutants.py").read_bytes())
     for function in deciding:
         digest.update(inspect.getsource(function).encode())
@@ -83,10 +83,10 @@ def fence_keys(environment: str, sources: list[str]) -> list[str]:
 
 def stored(path: Path) -> dict[tuple[str, str], dict]:
     """The reusable fences of a recorded run, by (chapter, fence id); empty if there is no
-    record. A record that does not parse is an error (``fences.record.BadFile``) naming it:
+    record. A record that does not parse is an error (``fencecheck.record.BadFile``) naming it:
     its outcomes are not dropped and every mutant re-run silently."""
-    from fences.mutation import REGENERATE
-    from fences.record import read_json
+    from fencecheck.mutation import REGENERATE
+    from fencecheck.record import read_json
 
     if not Path(path).exists():
         return {}

@@ -13,9 +13,9 @@ myst-nb's own reader (so the cache key, a hash of the code cells and the
 kernelspec, is the one the build looks up), executed by jupyter-cache's
 nbclient helper in the chapter's folder with the build's timeout. A
 chapter that fails is not cached: the build executes it again and reports
-the failing cell. The cache is the folder `fences.cachekey.cache_path`
-names for the current torch, fences/'s runtime and packages: the one the build
-reads (fences.sphinx points myst-nb at it).
+the failing cell. The cache is the folder `fencecheck.cachekey.cache_path`
+names for the current torch, the runtime (fences/) and packages: the one the build
+reads (fencecheck.sphinx points myst-nb at it).
 
 The chapters are checked newest first, and the first one the cache lacks
 gets its kernel at once (``start_kernel``): it boots while the others are
@@ -36,12 +36,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fences.cachekey import cache_path  # noqa: E402
+from fencecheck.cachekey import cache_path  # noqa: E402
 
 
 def read(path: Path, text: str | None = None):
-    """The chapter as the build reads it (``fences.chapter.parse``), so the cache keys match."""
-    from fences.chapter import parse
+    """The chapter as the build reads it (``fencecheck.chapter.parse``), so the cache keys match."""
+    from fencecheck.chapter import parse
 
     return parse(Path(path).read_text(encoding="utf-8") if text is None else text, path)
 
@@ -49,8 +49,8 @@ def read(path: Path, text: str | None = None):
 def execute(job, km=None):
     """Run one chapter; (path, nb, ok, seconds). Any failure, a kernel that died or never
     started included, is a chapter not cached, never the end of the other chapters' run."""
-    from fences.chapter import cell_timeout
-    from fences.upstream import jupyter_cache
+    from fencecheck.chapter import cell_timeout
+    from fencecheck.upstream import jupyter_cache
 
     path, nb = job
     try:
@@ -95,7 +95,7 @@ def stop_kernel(km) -> None:
         run_sync(km.shutdown_kernel)(now=True)
 
 
-#: The parse cache outside the clone (fences.chapter.parse_cache_dir) keeps at most this
+#: The parse cache outside the clone (fencecheck.chapter.parse_cache_dir) keeps at most this
 #: many chapters, and none older than ``PARSED_DAYS`` days: every edit of a chapter adds one.
 PARSED_KEEP, PARSED_DAYS = 256, 14
 
@@ -131,7 +131,7 @@ def _stopped(signum, frame):
 def main(argv: list[str]) -> int:
     import signal
 
-    from fences.chapter import parse_cache_dir
+    from fencecheck.chapter import parse_cache_dir
 
     signal.signal(signal.SIGTERM, _stopped)
     prune_parsed(parse_cache_dir())
@@ -152,8 +152,8 @@ def newest_first(paths: list[Path]) -> list[Path]:
 def fill(folder: Path, kernels: list) -> int:
     """Execute the chapters ``folder``'s cache lacks, and cache them. The kernel started
     early is added to ``kernels``, for the caller to stop."""
-    from fences.chapter import header_problems, toc_files
-    from fences.upstream import jupyter_cache
+    from fencecheck.chapter import header_problems, toc_files
+    from fencecheck.upstream import jupyter_cache
 
     cache = jupyter_cache.get_cache(folder)
     first, km, rest = None, None, []
@@ -174,7 +174,7 @@ def fill(folder: Path, kernels: list) -> int:
 
 def run(cache, first, km, rest) -> int:
     """Execute ``first`` here in ``km`` and ``rest`` in worker processes, caching each success."""
-    from fences.upstream import jupyter_cache
+    from fencecheck.upstream import jupyter_cache
 
     if first is None:
         print("preexecute: every chapter is cached")
@@ -195,7 +195,7 @@ def run(cache, first, km, rest) -> int:
     # forkserver: this process holds a kernel's sockets and an event loop, which a forked
     # worker must not share. The workers start from a server that has imported the executor.
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["fences.upstream.jupyter_cache"])
+    context.set_forkserver_preload(["fencecheck.upstream.jupyter_cache"])
     with ProcessPoolExecutor(min(len(rest), os.cpu_count() or 1), mp_context=context) as pool:
         futures = {pool.submit(execute, job): job for job in rest}
         report(*execute(first, km))

@@ -1,7 +1,7 @@
-"""HTML for the "Verified on" page, from the record (``fences.record``).
+"""HTML for the "Verified on" page, from the record (``fencecheck.record``).
 
 The page (book/verified.md) places each part with the ``{record}``
-directive of ``fences.sphinx``; each function here returns one part as an
+directive of ``fencecheck.sphinx``; each function here returns one part as an
 HTML string. ``url`` arguments map a chapter path ("book/views.md") to its
 page's address relative to the Verified-on page.
 

@@ -1,14 +1,14 @@
 """myst-nb (written against 1.4.0) and myst-parser (3.0.1): how the build reads a chapter.
 
 - ``read_notebook``: myst-nb's own reader (``myst_nb.core.read``, not a
-  documented API): the one reader of a chapter (``fences.chapter.parse``), for
+  documented API): the one reader of a chapter (``fencecheck.chapter.parse``), for
   the test plugin, the lint, mutate, the record, preexecute and the landing
   page's numbers, configured as the build is, so all of them see the cells
   the build executes.
 - ``executed_notebook``: myst-nb writes ``jupyter_execute/<page>.ipynb`` from
   the notebook it *read*, not the one merged with the execution cache, so a
   page served from the cache is written without outputs (myst-nb 1.x).
-  ``fences.sphinx`` merges the outputs back before offering the download.
+  ``fencecheck.sphinx`` merges the outputs back before offering the download.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def read_notebook(path: Path, text: str, extensions: tuple[str, ...]):
     enables (``colon_fence`` decides whether a code cell in a ``:::`` block is a cell).
     ``nb.metadata.source_map`` holds each cell's first line (1-based).
 
-    Kept on disk per text, path and extensions (``fences.chapter.cached_notebook``).
+    Kept on disk per text, path and extensions (``fencecheck.chapter.cached_notebook``).
     """
     from importlib.metadata import version
 

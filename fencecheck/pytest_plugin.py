@@ -9,11 +9,11 @@
   reported as skipped, with its reason.
 - A chapter without its jupytext header, a forbidden tag, or a ``_toc.yml``
   entry that does not exist is an error naming the file.
-- ``--fences-results PATH`` writes the run's record (``fences.record``):
+- ``--fences-results PATH`` writes the run's record (``fencecheck.record``):
   its provenance, one entry per fence keyed by fence id in
   table-of-contents order, and, apart, every other item that failed.
 
-Enable it from a ``conftest.py``: ``pytest_plugins = ["fences.pytest_plugin"]``.
+Enable it from a ``conftest.py``: ``pytest_plugins = ["fencecheck.pytest_plugin"]``.
 """
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ from pathlib import Path
 import pytest
 from nbformat.v4 import new_code_cell
 
-from . import RECORD_ENV, SKIP_MARKER, parse_observed
+from fences import RECORD_ENV, SKIP_MARKER, parse_observed
+
 from . import chapter as chapters
 from . import lint
 from . import record as records
@@ -185,7 +186,7 @@ def _exit_status(kernel) -> str:
 
 
 class Chapter(IPyNbFile):
-    """One MyST chapter, read as the build reads it (``fences.chapter.parse``) and run in a
+    """One MyST chapter, read as the build reads it (``fencecheck.chapter.parse``) and run in a
     fresh kernel of its own.
 
     Always a fresh kernel: a shared one, even with its namespace reset,

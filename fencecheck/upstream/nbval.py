@@ -1,6 +1,6 @@
 """nbval (written against 0.11.0): the notebook collector the test plugin extends.
 
-nbval has no public extension API. ``fences.pytest_plugin`` subclasses its
+nbval has no public extension API. ``fencecheck.pytest_plugin`` subclasses its
 collector ``IPyNbFile`` and item ``IPyNbCell`` and relies on these
 attributes of them:
 

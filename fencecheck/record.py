@@ -49,7 +49,7 @@ OUTCOMES = ("passed", "failed", "skipped")
 GPU_SKIP = re.compile(r"needs a CUDA GPU|needs Apple MPS|GPU", re.I)
 SHOWN = 40  # characters of a value shown in a badge
 #: What a run's outcome depends on in the repository: its commit is the book's commit.
-BOOK_PATHS = ("book", "fences", "_toc.yml", "conftest.py", "pyproject.toml")
+BOOK_PATHS = ("book", "fences", "fencecheck", "_toc.yml", "conftest.py", "pyproject.toml")
 LISTED = 15  # fences new to the record listed by name in the change report (the rest counted)
 
 

@@ -12,7 +12,7 @@ one that reads well in JupyterLab or Colab:
 - ``{cited}`` and admonitions become quoted blocks with their label, an
   ``{exercise}`` a heading, links to ``other.md`` links to the site's page;
 - the cells of a solution are collapsed (``metadata.jupyter``), so is each
-  proof (the fold rule, ``fences.lint.PROOF_TAG``) and each setup cell.
+  proof (the fold rule, ``fencecheck.lint.PROOF_TAG``) and each setup cell.
 
 ``myst_left`` finds what a Markdown cell still holds of MyST (empty when
 none): ``make check-site`` fails a notebook that has any, or an open solution.

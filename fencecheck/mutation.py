@@ -23,7 +23,7 @@ _COLUMNS = ("chapter", "fences", "changes run", "killed", "justified", "open sur
 
 def load(folder: Path) -> dict | None:
     """The results of the last ``make mutate`` in ``folder``, or None when it has not run."""
-    from fences.record import read_json
+    from fencecheck.record import read_json
 
     path = Path(folder) / RESULTS_NAME
     return read_json(path, REGENERATE, ("chapters",)) if path.exists() else None

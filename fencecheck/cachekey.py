@@ -3,15 +3,15 @@
 jupyter-cache re-executes a chapter when its code cells or kernelspec
 change, and for nothing else; Sphinx re-renders a page when its source
 changes. A page executed under another torch, or with another version of
-``fences/``'s runtime (``RUNTIME``), would be served unchanged by both. This module keys the
-execution cache on those as well: ``fences.sphinx`` points myst-nb at
-``cache_path(...)``, a folder named by the key, at ``config-inited``. Any
-build command passes there (``make book``, a plain ``jupyter-book build .``).
-A new key is a new config value, so Sphinx re-reads every page and myst-nb
-executes into the new, empty cache; an old key's folder is reused when its
-torch comes back.
+the runtime (the ``fences`` package, ``RUNTIME``), would be served unchanged by
+both. This module keys the execution cache on those as well: ``fencecheck.sphinx``
+points myst-nb at ``cache_path(...)``, a folder named by the key, at
+``config-inited``. Any build command passes there (``make book``, a plain
+``jupyter-book build .``). A new key is a new config value, so Sphinx re-reads
+every page and myst-nb executes into the new, empty cache; an old key's folder is
+reused when its torch comes back.
 
-    python -m fences.cachekey _build     # prints the cache folder the build uses
+    python -m fencecheck.cachekey _build     # prints the cache folder the build uses
 """
 from __future__ import annotations
 
@@ -23,36 +23,36 @@ import sys
 import sysconfig
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent
+#: This package, the verifier: it never runs in a chapter's kernel.
+VERIFIER = Path(__file__).resolve().parent
 
 
-#: The modules of fences/ that run in a chapter's kernel: what a chapter imports
-#: (``fences``, which imports ``grade``; ``fences.strategies``) and the test plugin's
-#: warm-up and state guard (``fences.state``). Only these decide what a chapter's cells
-#: output, so only these key the execution cache and make mutate's reuse: an edit of
-#: the Sphinx extension, the record or the lint re-renders without re-executing or
-#: re-mutating. tests/test_cache.py checks that a kernel loads no other module of fences/.
-RUNTIME = ("__init__.py", "grade.py", "state.py", "strategies.py")
+def _runtime() -> Path:
+    """The ``fences`` package this Python imports (found, not imported)."""
+    spec = importlib.util.find_spec("fences")
+    if spec is None or spec.origin is None:
+        raise SystemExit("fencecheck.cachekey: the fences package is not importable")
+    return Path(spec.origin).resolve().parent
 
 
-def fences_digest(package: Path | None = None) -> str:
-    """A hash of the ``RUNTIME`` files of fences/, names and contents."""
-    package = PACKAGE if package is None else package
-    digest = hashlib.sha256()
-    for name in RUNTIME:
-        digest.update(name.encode())
-        digest.update((package / name).read_bytes())
-    return digest.hexdigest()
+#: The runtime: the ``fences`` package, all that a chapter's kernel loads of this project
+#: (what a chapter imports, and the test plugin's warm-up and state guard). Only it
+#: decides what a chapter's cells output, so only it keys the execution cache and
+#: make mutate's reuse: an edit of the verifier (the Sphinx extension, the record, the
+#: lint) re-renders without re-executing or re-mutating. It is also all that the wheel
+#: the site ships holds. tests/test_cache.py checks that a kernel loads nothing else.
+RUNTIME = _runtime()
 
 
-def package_digest(package: Path | None = None) -> str:
-    """A hash of every file in fences/ (what the shipped wheel holds), names and contents."""
-    package = PACKAGE if package is None else package
-    digest = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        digest.update(path.relative_to(package).as_posix().encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+def digest(package: Path | None = None) -> str:
+    """A hash of every Python file in ``package`` (the runtime by default), paths and
+    contents."""
+    package = RUNTIME if package is None else package
+    sha = hashlib.sha256()
+    for path in sorted(Path(package).rglob("*.py")):
+        sha.update(path.relative_to(package).as_posix().encode())
+        sha.update(path.read_bytes())
+    return sha.hexdigest()
 
 
 def torch_version_file() -> Path:
@@ -60,17 +60,17 @@ def torch_version_file() -> Path:
     built for, read without importing torch."""
     spec = importlib.util.find_spec("torch")
     if spec is None or spec.origin is None:
-        raise SystemExit("fences.cachekey: torch is not installed")
+        raise SystemExit("fencecheck.cachekey: torch is not installed")
     return Path(spec.origin).parent / "version.py"
 
 
 def key() -> str:
-    """torch's version and build, Python's version, a hash of fences/'s ``RUNTIME``,
+    """torch's version and build, Python's version, a hash of the runtime (``RUNTIME``),
     of every installed distribution's name and version.
 
     The release matrix's results (results/*.json) are not part of it: no
     executed page reads them. The Sphinx extension renders them, and reads
-    every page again when they change (``fences.sphinx._record_outdated``),
+    every page again when they change (``fencecheck.sphinx._record_outdated``),
     so new results cost no execution.
 
     torch is not imported (that costs seconds): its version file, which names the
@@ -89,7 +89,7 @@ def key() -> str:
         f"torch={importlib.metadata.version('torch')}",
         f"torch-build={hashlib.sha256(torch_build).hexdigest()[:16]}",
         f"python={sys.version_info.major}.{sys.version_info.minor}",
-        f"fences={fences_digest()[:16]}",
+        f"fences={digest()[:16]}",
         f"env={hashlib.sha256(chr(10).join(dists).encode()).hexdigest()[:16]}",
     ]
     return " ".join(parts)
@@ -98,7 +98,7 @@ def key() -> str:
 def cache_path(base: Path) -> Path:
     """The execution cache for the current key: a folder of ``base`` named by its hash.
 
-    Each torch (and each state of fences/'s runtime and the installed packages) gets
+    Each torch (and each state of the runtime and the installed packages) gets
     its own jupyter-cache, so a page is never served from a
     run under other code, and switching back to a torch reuses its cache.
     """

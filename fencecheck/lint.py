@@ -1,7 +1,7 @@
 """The book standard, as far as a machine can check it (see book/standard.md).
 
 Run by both the test plugin and the Sphinx extension (through
-``fences.chapter``), so ``make test`` and ``make book`` refuse the same
+``fencecheck.chapter``), so ``make test`` and ``make book`` refuse the same
 chapters. Each function returns one line per problem; an empty list means
 the chapter passes.
 
@@ -44,7 +44,7 @@ FORBIDDEN_TAGS = {
 }
 
 #: The fold rule, in one place: a fence tagged ``proof`` is folded, code and output,
-#: behind its ``# Proves:`` text, on the site (``fences.sphinx``), in the downloaded
+#: behind its ``# Proves:`` text, on the site (``fencecheck.sphinx``), in the downloaded
 #: notebook (``metadata.jupyter.source_hidden``) and so in the PDF printed from the site.
 PROOF_TAG = "proof"
 #: Tags that keep a cell's code off the page until a click (or off it entirely).
@@ -96,7 +96,7 @@ def proves(source: str) -> str:
 #: ``# Records: name: what it is`` in a fence: the plain words for a value it observes
 #: (``fences.observe(name, ...)``), shown wherever that value differs between releases.
 #: A comment, like ``# Proves:``: rewording it keeps the fence's code hash, so the
-#: record stays current (``fences.record.code_hash``).
+#: record stays current (``fencecheck.record.code_hash``).
 #: A long description goes on in comment lines indented under it (``#   more words``).
 RECORDS = re.compile(r"^\s*#\s*Records:\s*([\w.\-]+):\s+(.+?)\s*$")
 

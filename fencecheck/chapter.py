@@ -11,7 +11,7 @@ suite and the site refuse the same mistakes:
 - a chapter without the jupytext header (myst-nb would render it as plain
   Markdown and execute nothing; a notebook collector would skip it);
 - a chapter listed in ``_toc.yml`` that does not exist;
-- everything ``fences.lint`` checks: the book standard as far as a
+- everything ``fencecheck.lint`` checks: the book standard as far as a
   machine can check it (forbidden tags, fences without an id, a ``Proves:``
   line or a check, asserts that cannot fail, uncited citations, long lines,
   exercises whose check is never proven).
@@ -93,7 +93,7 @@ def myst_extensions(path: Path) -> tuple[str, ...]:
 
 
 def lint_problems(text: str, nb) -> list[str]:
-    """Everything ``fences.lint`` finds in one chapter (empty when it passes)."""
+    """Everything ``fencecheck.lint`` finds in one chapter (empty when it passes)."""
     return lint.cell_problems(nb) + lint.text_problems(text)
 
 
@@ -107,7 +107,7 @@ def parse_cache_dir() -> Path:
 
 def parse(text: str, path: Path):
     """The chapter ``path`` (its text ``text``) as a notebook, read as the build reads it:
-    myst-nb's reader with the build's MyST extensions (``fences.upstream.myst_nb``).
+    myst-nb's reader with the build's MyST extensions (``fencecheck.upstream.myst_nb``).
 
     Reading MyST costs about 0.1 s a chapter, and one build reads every
     chapter several times (lint, the book-wide id check, the record): kept on

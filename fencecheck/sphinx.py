@@ -5,8 +5,8 @@
   anything) and must not carry a tag that lets a cell pass without
   raising. Each problem is a warning naming the file, so
   ``jupyter-book build -W`` fails on it.
-- The execution cache is keyed on torch, ``fences/`` and the installed
-  packages (``fences.cachekey``), so no build serves a stale page.
+- The execution cache is keyed on torch, the runtime (``fences``) and the installed
+  packages (``fencecheck.cachekey``), so no build serves a stale page.
 - Every executed page says, under its title, which torch executed it, when.
 - ``{cited}``: a claim the book cites rather than proves, labelled as such.
 - Every page offers its executed notebook as an ``.ipynb`` download, after
@@ -14,7 +14,7 @@
   download starts with a cell that installs what it needs, from this
   project's wheel, which the site ships beside the notebooks.
 - Scripts that Jupyter Book 1.x includes twice are included once.
-- The record (``fences.record``, from results/*.json): a badge on every
+- The record (``fencecheck.record``, from results/*.json): a badge on every
   fence saying what the release matrix found for it, linking to its row on
   the Verified-on page (``_add_badges``), and the ``{record}`` directive that
   writes that page's parts. When the results or the book's fences change,
@@ -167,7 +167,7 @@ def wheel_version() -> str:
     from . import cachekey
 
     root = Path(__file__).resolve().parent.parent
-    digest = hashlib.sha256(cachekey.package_digest().encode())
+    digest = hashlib.sha256(cachekey.digest().encode())
     digest.update((root / "pyproject.toml").read_bytes())
     base = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
     return f"{base}+g{digest.hexdigest()[:12]}"
@@ -181,7 +181,7 @@ def setup_cells(nb, app=None) -> list:
     """The first cells of a downloaded notebook: say what to do, then install what it needs."""
     from nbformat.v4 import new_code_cell, new_markdown_cell
 
-    from . import installed_torch_version
+    from fences import installed_torch_version
 
     needs = chapter_needs(nb)
     torch = getattr(installed_torch_version(), "__version__", "unknown")
@@ -196,7 +196,7 @@ def setup_cells(nb, app=None) -> list:
 
 def _fold_proofs(app, doctree) -> None:
     """On the page: each proof folded, code and output, behind its ``# Proves:`` text
-    (the fold rule, ``lint.PROOF_TAG``; the notebook's is in ``fences.jupyter``)."""
+    (the fold rule, ``lint.PROOF_TAG``; the notebook's is in ``fencecheck.jupyter``)."""
     for cell in doctree.findall(nodes.container):
         if cell.get("nb_element") != "cell_code":
             continue
@@ -265,7 +265,7 @@ def run_problems(nb) -> list[str]:
 
 
 def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
-    """Include each script once (see ``fences.upstream.theme.dedupe_scripts``)."""
+    """Include each script once (see ``fencecheck.upstream.theme.dedupe_scripts``)."""
     theme.dedupe_scripts(context)
 
 
@@ -274,7 +274,7 @@ class Cited(SphinxDirective):
 
     Rendered as an admonition titled "Cited, not verified here", naming the
     source and the release it describes, so a reader can tell it from a
-    fenced claim. ``fences.lint`` refuses one without source or version.
+    fenced claim. ``fencecheck.lint`` refuses one without source or version.
     """
 
     has_content = True
@@ -308,7 +308,7 @@ def _executed_with(app, doctree, docname) -> None:
     """
     import datetime
 
-    from . import installed_torch_version, torch_build
+    from fences import installed_torch_version, torch_build
 
     data = myst_nb.exec_data(app.env, docname)
     sections = list(doctree.findall(nodes.section))
@@ -387,7 +387,7 @@ def _repository_buttons(app, config) -> None:
 
 
 def _key_the_cache(app, config) -> None:
-    """Point myst-nb's execution cache at a folder named by ``fences.cachekey.key()``."""
+    """Point myst-nb's execution cache at a folder named by ``fencecheck.cachekey.key()``."""
     from . import cachekey
 
     base = config.nb_execution_cache_path or str(Path(app.outdir).parent / ".jupyter_cache")
