@@ -25,6 +25,7 @@ Enabled in ``_config.yml`` under ``sphinx: extra_extensions``.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from pathlib import Path
@@ -131,6 +132,16 @@ if todo:
 print("torch", installed("torch"), "(the site ran {torch})")"""
 
 
+@functools.cache
+def _owners() -> dict[str, list[str]]:
+    """Module -> the distributions that provide it, in this environment. Read once per
+    process: a scan of every installed distribution's files (over a second), and the
+    environment does not change during a build."""
+    from importlib import metadata
+
+    return metadata.packages_distributions()
+
+
 def chapter_needs(nb) -> dict[str, str]:
     """What the chapter's code imports, as distribution -> installed version (not torch,
     not this project, not the standard library)."""
@@ -151,7 +162,7 @@ def chapter_needs(nb) -> dict[str, str]:
                 modules |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 modules.add(node.module.split(".")[0])
-    owners = metadata.packages_distributions()
+    owners = _owners()
     needs = {}
     for module in sorted(modules - set(sys.stdlib_module_names) - {"torch", "fences"}):
         for dist in owners.get(module, []):
