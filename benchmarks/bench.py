@@ -169,7 +169,7 @@ def mutate() -> float:
     return time.perf_counter() - start
 
 
-# In this order: cold and warm leave a built site behind, which `test` reads.
+# In this order: cold and warm leave a built site behind, so every later measure starts from one.
 MEASURES = {"floor": floor, "cold": cold, "warm": warm, "edit": edit, "book-tests": book_tests,
             "test": test, "test-reuse": test_reuse, "mutate": mutate, "prose": prose,
             "kernel": kernel}

@@ -28,7 +28,9 @@ VERIFIER = Path(__file__).resolve().parent
 
 
 def _runtime() -> Path:
-    """The ``fences`` package this Python imports (found, not imported)."""
+    """The ``fences`` package this Python imports (found, not imported). A chapter's kernel
+    runs in the same environment and, from book/, finds the same copy (the editable
+    install's); a process that puts another checkout first on ``sys.path`` keys that one."""
     spec = importlib.util.find_spec("fences")
     if spec is None or spec.origin is None:
         raise SystemExit("fencecheck.cachekey: the fences package is not importable")
@@ -50,6 +52,8 @@ def digest(package: Path | None = None) -> str:
     package = RUNTIME if package is None else package
     sha = hashlib.sha256()
     for path in sorted(Path(package).rglob("*.py")):
+        if path.name.startswith(".") or not path.is_file():
+            continue  # an editor's lock file or a dangling link is not a module
         sha.update(path.relative_to(package).as_posix().encode())
         sha.update(path.read_bytes())
     return sha.hexdigest()

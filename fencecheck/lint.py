@@ -98,6 +98,8 @@ def proves(source: str) -> str:
 #: A comment, like ``# Proves:``: rewording it keeps the fence's code hash, so the
 #: record stays current (``fencecheck.record.code_hash``).
 #: A long description goes on in comment lines indented under it (``#   more words``).
+#: A chapter's code naming the verifier (an import, or a module path in a string).
+VERIFIER_IMPORT = re.compile(r"\bfencecheck\b")
 RECORDS = re.compile(r"^\s*#\s*Records:\s*([\w.\-]+):\s+(.+?)\s*$")
 
 
@@ -232,6 +234,10 @@ def cell_problems(nb) -> list[str]:
         if PROOF_TAG in tags and "fence" not in tags:
             problems.append(f"{where}: tagged {PROOF_TAG!r} but not 'fence': only a fence "
                             "is a proof (fold another cell with 'hide-input')")
+        if VERIFIER_IMPORT.search(cell.source):
+            problems.append(f"{where}: imports fencecheck, the verifier: a chapter imports the "
+                            "runtime (fences) only; the cache key and the shipped wheel hold "
+                            "nothing else")
         for name in described(cell.source):
             if not names_value(cell.source, name):
                 problems.append(f"{where}: '# Records: {name}:' describes a value the cell "

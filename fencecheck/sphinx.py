@@ -227,6 +227,8 @@ def _ship_wheel(app, exception) -> None:
     import sys
     import tempfile
 
+    from . import cachekey
+
     root = Path(__file__).resolve().parent.parent
     target = Path(app.outdir) / WHEEL_DIR
     if (target / wheel_name()).exists():
@@ -236,7 +238,7 @@ def _ship_wheel(app, exception) -> None:
         old.unlink()
     with tempfile.TemporaryDirectory() as tmp:
         # A copy whose pyproject names the version: setuptools reads no other override.
-        shutil.copytree(root / "fences", Path(tmp) / "fences",
+        shutil.copytree(cachekey.RUNTIME, Path(tmp) / "fences",
                         ignore=shutil.ignore_patterns("__pycache__"))
         text = (root / "pyproject.toml").read_text()
         (Path(tmp) / "pyproject.toml").write_text(

@@ -197,10 +197,9 @@ def test_another_version_of_any_package_changes_the_key(tmp_path, monkeypatch):
 def test_the_runtime_keys_the_cache_and_the_kernel_loads_nothing_else(tmp_path, monkeypatch):
     """An edit of any runtime module changes the key; a chapter's kernel, importing what
     chapters import plus the test plugin's warm-up, loads its ``fences`` from ``RUNTIME``
-    and nothing of the verifier, and no runtime module imports the verifier, even later
-    inside a function. So an edit of the verifier (the Sphinx extension, the record, the
+    and nothing of the verifier, and no runtime module names the verifier (an import, even later inside
+    a function, or a module path in a string). So an edit of the verifier (the Sphinx extension, the record, the
     lint), which the key leaves out, cannot change what a chapter outputs."""
-    import ast
     import shutil
     import subprocess
     import sys
@@ -223,9 +222,43 @@ def test_the_runtime_keys_the_cache_and_the_kernel_loads_nothing_else(tmp_path, 
         cwd=tmp_path / "empty").stdout.splitlines())
     assert "fences.state" in loaded and not [m for m in loaded if m.startswith("fencecheck")]
     assert all(Path(f).resolve().is_relative_to(cachekey.RUNTIME) for f in loaded.values()), loaded
-    for path in cachekey.RUNTIME.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            assert not [n for n in names if n.split(".")[0] == "fencecheck"], (path, names)
+    for path in cachekey.RUNTIME.rglob("*.py"):  # not even importlib.import_module("fencecheck...")
+        assert "fencecheck" not in path.read_text(), path
 
+
+def test_an_edit_of_the_verifier_keeps_the_key_and_one_of_the_runtime_changes_it(
+        verifier_edited, runtime_edited):
+    """The issue's promise: a change to the Sphinx extension re-renders without re-executing."""
+    before = cachekey.key()
+    verifier_edited()
+    assert cachekey.key() == before
+    runtime_edited()
+    assert cachekey.key() != before
+
+
+def test_the_digest_names_each_file_and_skips_what_is_not_a_module(tmp_path):
+    import shutil
+
+    copy = tmp_path / "fences"
+    shutil.copytree(cachekey.RUNTIME, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = cachekey.digest(copy)
+    (copy / "strategies.py").rename(copy / "strategies_.py")  # same contents, another module
+    assert cachekey.digest(copy) != before
+    (copy / "strategies_.py").rename(copy / "strategies.py")
+    (copy / ".#state.py").symlink_to(tmp_path / "nowhere")    # an editor's lock: a dangling link
+    assert cachekey.digest(copy) == before
+
+
+def test_the_runtime_is_the_fences_package_this_python_imports(tmp_path):
+    """Found by import spec: another copy first on the path is the one keyed."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    copy = tmp_path / "elsewhere" / "fences"
+    shutil.copytree(cachekey.RUNTIME, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    out = subprocess.run([sys.executable, "-c", "from fencecheck import cachekey; print(cachekey.RUNTIME)"],
+                         env={**os.environ, "PYTHONPATH": f"{copy.parent}{os.pathsep}{ROOT}"},
+                         cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert Path(out.stdout.strip()) == copy.resolve()

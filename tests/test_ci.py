@@ -128,3 +128,23 @@ def test_the_nightly_environment_is_installed_afresh_each_day(monkeypatch):
     Day.today_is = datetime.date(2026, 12, 2)
     second = venvs._stamp(matrix.NIGHTLY), venvs._stamp(matrix.RELEASES[0])
     assert first[0] != second[0] and first[1] == second[1]
+
+
+def test_the_site_depends_on_every_module_of_both_packages():
+    """make book rebuilds after an edit of any module of the runtime or the verifier."""
+    out = subprocess.run(["make", "-s", "--no-print-directory", "--eval",
+                          "print-inputs: ; @echo $(INPUTS)", "print-inputs"],
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    modules = {p.relative_to(ROOT).as_posix() for package in ("fences", "fencecheck")
+               for p in (ROOT / package).rglob("*.py")}
+    assert "fencecheck/upstream/nbval.py" in modules and not modules - set(out), modules - set(out)
+
+
+def test_pytest_collects_every_chapter_of_the_book():
+    """The repository's conftest.py registers the plugin: without it book/ collects nothing."""
+    from fencecheck.chapter import toc_files
+
+    out = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "-n", "0", "book"],
+                         cwd=ROOT, capture_output=True, text=True)
+    collected = {line.split("::")[0] for line in out.stdout.splitlines() if "::" in line}
+    assert collected == {p.relative_to(ROOT).as_posix() for p in toc_files(ROOT)}, out.stdout[-2000:]

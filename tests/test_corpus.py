@@ -290,3 +290,10 @@ def test_site_build_reports_every_failing_chapter(request, tmp_path):
     for name, error in (("a.md", "zeros are not ones"), ("b.md", "nothing was raised")):
         assert f"{name}: WARNING: Executing notebook failed" in out, out
         assert error in out, out
+
+
+def test_the_corpus_proof_key_follows_the_verifier(verifier_edited):
+    """The opt-in reuse of the corpus run ends when the verifier (the plugin, the lint) changes."""
+    before = proof_key()
+    verifier_edited()
+    assert proof_key() != before

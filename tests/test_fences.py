@@ -1,4 +1,5 @@
-"""Unit tests of the runtime (the fences package) and the cache key (the chapters are tested via book/)."""
+"""Unit tests of the runtime (the fences package), the cache key, the chapter reader and the
+build's notebook check (the chapters themselves are tested via book/)."""
 from __future__ import annotations
 
 import os

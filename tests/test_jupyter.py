@@ -120,15 +120,19 @@ def test_the_wheel_installs_and_imports_in_a_fresh_venv(tmp_path):
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path("
                            "'purelib'))"], capture_output=True, text=True).stdout.strip()
     import sysconfig
-    # What the package imports (sphinx, nbformat, ...) from this environment, after the
-    # fresh one's own folder: `fences` itself can only come from the wheel.
+    # What a chapter would import besides (torch, hypothesis, ...) from this environment,
+    # after the fresh one's own folder: `fences` itself can only come from the wheel. The
+    # probe checks that importing every module loads nothing the verifier alone needs.
     (Path(site) / "parent.pth").write_text(sysconfig.get_path("purelib") + "\n")
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)],
                    check=True)
     probe = ("import pkgutil, importlib, fences; mods = [m.name for m in pkgutil.walk_packages("
              "fences.__path__, 'fences.')]; [importlib.import_module(m) for m in mods]; "
              "print(fences.__file__, len(mods)); import importlib.util as u; "
-             "assert u.find_spec('fencecheck') is None, 'the verifier came along'")
+             "assert u.find_spec('fencecheck') is None, 'the verifier came along'; import sys; "
+             "extra = {'sphinx', 'nbformat', 'yaml', 'nbval', 'myst_parser', 'jupyter_cache', "
+             "'docutils', 'pytest', 'fencecheck'} & {m.split('.')[0] for m in sys.modules}; "
+             "assert not extra, f'the runtime loads {extra}'")
     out = subprocess.run([str(python), "-I", "-c", probe], capture_output=True, text=True,
                          cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -195,3 +199,21 @@ def test_the_wheels_version_names_every_file_it_holds(tmp_path, monkeypatch):
     before = sphinx.wheel_version()
     (copy / "state.py").write_text((copy / "state.py").read_text() + "\n# edited\n")
     assert sphinx.wheel_version() != before
+
+
+def test_a_downloaded_notebook_installs_what_its_chapter_imports():
+    """chapter_needs: each imported distribution at its installed version; not torch, not the
+    runtime, not the standard library; another chapter's imports give other needs."""
+    from importlib import metadata
+
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+    from fencecheck.sphinx import chapter_needs
+
+    nb = new_notebook(cells=[new_code_cell("import os, torch, fences\nimport numpy as np\n"
+                                           "from hypothesis import given"),
+                             new_markdown_cell("import matplotlib")])
+    assert chapter_needs(nb) == {"hypothesis": metadata.version("hypothesis"),
+                                 "numpy": metadata.version("numpy")}
+    other = new_notebook(cells=[new_code_cell("import ml_dtypes")])
+    assert chapter_needs(other) == {"ml_dtypes": metadata.version("ml_dtypes")}

@@ -210,3 +210,11 @@ def test_records_describes_only_a_value_the_fence_names():
     in_a_loop = fence('for n in ("a", "b"):\n    fences.observe(f"v.{n}_edges", 1)\n'
                       '# Records: v.a_edges: the edges of a\nassert True or n\n')
     assert not [p for p in problems(in_a_loop) if "Records" in p]
+
+
+def test_a_chapter_may_not_import_the_verifier():
+    """A chapter imports the runtime only: the cache key and the shipped wheel hold nothing else."""
+    for source in ("import fencecheck.lint", "from fencecheck import lint",
+                   "importlib.import_module('fencecheck.lint')"):
+        assert any("imports fencecheck" in p for p in problems(fence(f"{source}\nassert f()")))
+    assert not any("fencecheck" in p for p in problems(fence("import fences\nassert f()")))

@@ -510,3 +510,21 @@ def test_an_unmeasured_entry_names_a_fence_not_a_mutant(tmp_path):
     good = tmp_path / "good.yml"
     good.write_text("- fence: '*-ex-*'\n  kind: unmeasured\n  reason: r\n")
     assert mutate.load_allowlist(good)[0]["kind"] == "unmeasured"
+
+
+def test_the_reuse_key_follows_the_runtime_not_the_verifier(verifier_edited, runtime_edited):
+    """An edit of the verifier re-mutates nothing; an edit of the runtime re-runs every mutant."""
+    import mutate_reuse
+
+    before = mutate_reuse.environment_key([])
+    verifier_edited()
+    assert mutate_reuse.environment_key([]) == before
+    runtime_edited()
+    assert mutate_reuse.environment_key([]) != before
+
+
+def test_the_mutate_proof_key_follows_the_verifier(verifier_edited):
+    """The opt-in reuse of these runs' outcomes ends when the verifier changes."""
+    before = proof_key()
+    verifier_edited()
+    assert proof_key() != before

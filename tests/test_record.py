@@ -523,3 +523,13 @@ def test_the_cpu_build_names_where_its_wheel_is():
     assert cpu.requirement == "torch==2.13.0+cpu"
     assert cpu.find_links == "https://download.pytorch.org/whl/cpu/torch/"
     assert all(not r.find_links for r in matrix.RELEASES if r is not cpu)  # PyPI's builds
+
+
+def test_the_record_names_a_commit_that_touched_either_package():
+    """A run's outcome depends on the runtime and the verifier: both are in BOOK_PATHS, as is
+    every package pyproject.toml installs."""
+    import tomllib
+
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    packages = {name.split(".")[0] for name in include["find"]["include"]}
+    assert packages == {"fences", "fencecheck"} and packages <= set(record.BOOK_PATHS)

@@ -206,3 +206,10 @@ def test_rewording_a_records_comment_makes_every_page_read_again(tmp_path):
     assert before.labels == {"a": {"x.flag": "whether herons fly"}}
     (tmp_path / "book" / "a.md").write_text(chapter % "whether herons swim")
     assert Record(tmp_path, tmp_path / "results").key != before.key
+
+
+def test_the_site_proof_key_follows_the_verifier(verifier_edited):
+    """The opt-in reuse of the small book's build ends when the Sphinx extension changes."""
+    before = build_key()
+    verifier_edited()
+    assert build_key() != before
