@@ -90,7 +90,16 @@ def make_book(tmp_path, env: dict, **kwargs):
             f"HTML={html}"]
     full = {**os.environ, "SITE_DIR": str(html), "READY_FD": "2", **env}
     return subprocess.Popen(args, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, **kwargs), html
+                            text=True, preexec_fn=_as_in_a_terminal, **kwargs), html
+
+
+def _as_in_a_terminal() -> None:
+    """make starts with SIGINT's default action, as in a terminal. A shell ignores SIGINT
+    in what it starts in the background (POSIX), the ignoring is inherited, and a signal
+    ignored on entry cannot be trapped: pytest run as `cmd &` would make Ctrl-C a no-op."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_the_site_is_exactly_the_last_build(tmp_path):
