@@ -23,6 +23,7 @@ What is checked, per chapter:
 - a code cell inside a colon-fenced directive (``:::{note}``): the build's
   reader makes it text in the box, shown and never run;
 - a code line longer than ``MAX_COLUMNS`` (it would wrap or scroll);
+- a code cell naming ``fencecheck``: a chapter imports the runtime only;
 - an exercise (``{exercise}`` with a ``:label:``) whose solution has no
   fence calling ``fences.grade.prove``.
 
@@ -62,6 +63,8 @@ EXERCISE = re.compile(r"^(:{3,}|`{3,})\{exercise\}")
 _LABEL = re.compile(r"^:label:\s*(\S+)")
 _SOLUTION = re.compile(r"^(:{3,}|`{3,})\{solution(?:-start)?\}\s*(\S+)")
 _SOLUTION_END = re.compile(r"^(:{3,}|`{3,})\{solution-end\}")
+#: A chapter's code naming the verifier (an import, or a module path in a string).
+VERIFIER_IMPORT = re.compile(r"\bfencecheck\b")
 
 
 def fence_id(cell) -> str | None:
@@ -98,8 +101,6 @@ def proves(source: str) -> str:
 #: A comment, like ``# Proves:``: rewording it keeps the fence's code hash, so the
 #: record stays current (``fencecheck.record.code_hash``).
 #: A long description goes on in comment lines indented under it (``#   more words``).
-#: A chapter's code naming the verifier (an import, or a module path in a string).
-VERIFIER_IMPORT = re.compile(r"\bfencecheck\b")
 RECORDS = re.compile(r"^\s*#\s*Records:\s*([\w.\-]+):\s+(.+?)\s*$")
 
 

@@ -186,18 +186,13 @@ Said.
     assert (numbers["index_fences"], numbers["index_gpu"]) == ("1", "1")
 
 
-def test_the_wheels_version_names_every_file_it_holds(tmp_path, monkeypatch):
+def test_the_wheels_version_names_every_file_it_holds(runtime_edited):
     """An edit of any module of the runtime (what the wheel holds: state.py, not only what
     a chapter imports) is a new wheel version, so pip never reuses a stale copy."""
-    import shutil
+    from fencecheck import sphinx
 
-    from fencecheck import cachekey, sphinx
-
-    copy = tmp_path / "fences"
-    shutil.copytree(cachekey.RUNTIME, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(cachekey, "RUNTIME", copy)
     before = sphinx.wheel_version()
-    (copy / "state.py").write_text((copy / "state.py").read_text() + "\n# edited\n")
+    runtime_edited()
     assert sphinx.wheel_version() != before
 
 
