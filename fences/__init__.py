@@ -4,8 +4,11 @@ A fence is a code cell that asserts a claim made in the prose beside it.
 This package stays small: a helper lives here only when several chapters
 call it.
 
-- ``raises`` / ``warns``: assert that a call raises (or warns), and fail
-  loudly when nothing happens (the message goes to the record, not the page).
+- ``raises`` / ``warns``: assert that a call raises (or warns), fail loudly
+  when nothing happens, and show the message as a reader at the prompt sees it
+  (``RuntimeError: view size is not ...``, one line, shortened in the middle).
+- ``show``: end a lesson fence by showing what it is about (a tensor, a dtype,
+  a shape), labelled, a few lines at most.
 - ``shares_memory``: do two tensors (or a tensor and an array) use the same
   bytes?
 - ``glue``: publish a computed value to the prose (myst-nb ``glue``), so
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "raises",
+    "show",
     "warns",
     "shares_memory",
     "glue",
@@ -64,12 +68,42 @@ def recording() -> bool:
 
 from . import grade  # noqa: E402 - graded exercises, fences.grade.prove
 
-_SHOWN = 240  # characters of an exception message shown to the reader
+_SHOWN = 160  # characters of an exception message shown to the reader
 
 
 def _first_line(message: str) -> str:
-    line = message.strip().splitlines()[0] if message.strip() else ""
-    return line if len(line) <= _SHOWN else line[: _SHOWN - 3] + "..."
+    """The message on one line (its lines joined), shortened in the middle when long:
+    the start names the error and the end often names the fix."""
+    line = " ".join(part.strip() for part in message.strip().splitlines() if part.strip())
+    if len(line) <= _SHOWN:
+        return line
+    half = (_SHOWN - 5) // 2
+    return f"{line[:half].rstrip()} ... {line[-half:].lstrip()}"
+
+
+def shown_message(exc) -> str:
+    """What a reader at the prompt sees of ``exc``: ``Class: message`` on one line."""
+    return f"{type(exc).__name__}: {_first_line(str(exc))}"
+
+
+def show(*values, **labelled) -> None:
+    """Show what a lesson fence is about, as the prompt would: each positional value's
+    ``repr`` on its own line, then each labelled one as ``label: repr`` (a
+    multi-line ``repr``, a tensor's, indented under its label)::
+
+        fences.show(x, stride=x.stride(), contiguous=x.is_contiguous())
+
+    Returns None, so a call on a cell's last line echoes nothing more."""
+    for value in values:
+        print(repr(value))
+    width = max((len(k) for k in labelled), default=0)
+    for label, value in labelled.items():
+        text = repr(value)
+        if "\n" in text:
+            print(f"{label}:")
+            print("\n".join("  " + line for line in text.splitlines()))
+        else:
+            print(f"{label + ':':<{width + 1}} {text}")
 
 
 @dataclass
@@ -85,8 +119,8 @@ def raises(expected: type[BaseException] | tuple, match: str):
     """Assert that the block raises ``expected`` with a message matching ``match``.
 
     ``match`` is a regular expression searched in ``str(exception)``.
-    Under the test plugin (``recording()``) prints the first line of the message
-    for the record; on a page it prints nothing. Fails with
+    Prints the message as the prompt would show it (``shown_message``), on the
+    page, in a notebook and for the record alike. Fails with
     "expected X, nothing was raised" when the block completes normally, and
     lets any other exception through unchanged.
     """
@@ -104,8 +138,7 @@ def raises(expected: type[BaseException] | tuple, match: str):
                 f"{match!r}:\n{text}"
             ) from exc
         caught.value, caught.message = exc, text
-        if recording():
-            print(f"raised {type(exc).__name__}: {_first_line(text)}")
+        print(shown_message(exc))
     else:
         raise AssertionError(f"expected {names} matching {match!r}, nothing was raised")
 
@@ -144,8 +177,7 @@ def warns(expected: type[Warning], match: str):
     for w in seen:
         if issubclass(w.category, expected) and re.search(match, str(w.message)):
             caught.value, caught.message = w.message, str(w.message)
-            if recording():
-                print(f"warned {w.category.__name__}: {_first_line(str(w.message))}")
+            print(f"{w.category.__name__}: {_first_line(str(w.message))}")
             return
     others = "; ".join(f"{w.category.__name__}: {w.message}" for w in seen) or "none"
     raise AssertionError(

@@ -24,7 +24,7 @@ def test_raises_passes_and_shows_the_message(capsys):
     with fences.raises(ValueError, "bad val") as caught:
         raise ValueError("bad value here\nsecond line")
     assert isinstance(caught.value, ValueError)
-    assert capsys.readouterr().out == "raised ValueError: bad value here\n"
+    assert capsys.readouterr().out == "ValueError: bad value here second line\n"
 
 
 def test_raises_fails_when_nothing_is_raised():
@@ -59,19 +59,35 @@ def test_a_pattern_that_matches_any_message_is_refused(pattern):
                 raise ValueError("anything")
 
 
-def test_the_page_is_quiet_outside_the_test_plugin(monkeypatch, capsys):
-    """On a page (no RECORD_ENV), raises / warns / observe print nothing; the
-    plugin's kernels have it set, and then each prints its line for the record."""
+def test_raises_and_warns_show_the_message_and_observe_stays_quiet(monkeypatch, capsys):
+    """raises / warns show the message on the page as at the prompt (class, one line,
+    shortened in the middle); observe prints only for the record (RECORD_ENV set)."""
     monkeypatch.delenv(fences.RECORD_ENV, raising=False)
     with fences.raises(ValueError, "bad"):
         raise ValueError("bad value")
     with fences.warns(UserWarning, "careful"):
         warnings.warn("careful now", UserWarning)
     assert fences.observe("a.b", 3, label="three") == 3
-    assert capsys.readouterr().out == ""
+    assert capsys.readouterr().out == "ValueError: bad value\nUserWarning: careful now\n"
+    with fences.raises(ValueError, "start"):
+        raise ValueError("start " + "x" * 400 + " end")
+    shown = capsys.readouterr().out.strip()
+    assert shown.startswith("ValueError: start x") and shown.endswith("x end")
+    assert " ... " in shown and len(shown) < 200
     monkeypatch.setenv(fences.RECORD_ENV, "1")
     fences.observe("a.b", 3, label="three")
     assert capsys.readouterr().out == "[observed] three (a.b) = 3\n"
+
+
+def test_show_labels_values_and_indents_a_tensor(capsys):
+    import torch
+
+    fences.show(torch.zeros(2, 2), shape=(2, 2), contiguous=True)
+    assert capsys.readouterr().out == (
+        "tensor([[0., 0.],\n        [0., 0.]])\n"
+        "shape:      (2, 2)\ncontiguous: True\n")
+    fences.show(t=torch.ones(2, 1))
+    assert capsys.readouterr().out == "t:\n  tensor([[1.],\n          [1.]])\n"
 
 
 def test_raises_refuses_a_standard_subclass_it_does_not_name():
