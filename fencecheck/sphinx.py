@@ -207,14 +207,39 @@ def setup_cells(nb, app=None) -> list:
 
 def _fold_proofs(app, doctree) -> None:
     """On the page: each proof folded, code and output, behind its ``# Proves:`` text
-    (the fold rule, ``lint.PROOF_TAG``; the notebook's is in ``fencecheck.jupyter``)."""
-    for cell in doctree.findall(nodes.container):
+    (the fold rule, ``lint.PROOF_TAG``; the notebook's is in ``fencecheck.jupyter``);
+    each lesson fence shows its teaching part and output, its check part folded after
+    them behind "✓ N checks" (``lint.lesson_parts``)."""
+    for cell in list(doctree.findall(nodes.container)):
         if cell.get("nb_element") != "cell_code":
             continue
-        if lint.PROOF_TAG not in (cell.get("cell_metadata") or {}).get("tags", []):
-            continue
+        tags = (cell.get("cell_metadata") or {}).get("tags", [])
         source = next((n for n in cell.findall(nodes.literal_block)), None)
-        myst_nb.fold_cell(cell, *lint.fold_caption(source.astext() if source else ""))
+        if lint.PROOF_TAG in tags:
+            myst_nb.fold_cell(cell, *lint.fold_caption(source.astext() if source else ""))
+        elif "fence" in tags and source is not None:
+            _fold_checks(cell, source)
+
+
+def _fold_checks(cell, source) -> None:
+    """Split a lesson fence's code on the page: the teaching part stays in the cell with
+    its output; the check part goes to a cell of its own after it, its code folded."""
+    teaching, checks = lint.lesson_parts(source.astext())
+    if not teaching:
+        return
+    shown = source.deepcopy()
+    shown.children = [nodes.Text(teaching)]
+    shown.rawsource = teaching
+    source.parent.replace(source, shown)
+    folded = source.deepcopy()
+    folded.children = [nodes.Text(checks)]
+    folded.rawsource = checks
+    code = nodes.container(nb_element="cell_code_source", classes=["cell_input"])
+    code += folded
+    after = nodes.container(nb_element="cell_code", classes=["cell", "tf-checks"])
+    after += code
+    myst_nb.fold_cell(after, *lint.checks_caption(lint.check_count(checks)), mode="input")
+    cell.parent.insert(cell.parent.index(cell) + 1, after)
 
 
 def _ship_wheel(app, exception) -> None:
