@@ -99,18 +99,27 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
     theme.offer_download(context, f"{pagename}.ipynb")
 
 
+def _offer_wheel(app, pagename, templatename, context, doctree) -> None:
+    """Beside a chapter's ".ipynb" in its download menu: the wheel its first cell installs."""
+    if context.get("ipynb_source"):
+        url = f"{context['pathto']('_sources', 1)}/{WHEEL_DIR.split('/', 1)[1]}/{wheel_name()}"
+        theme.offer_wheel(context, url, wheel_name())
+
+
 #: The wheel of this project, shipped beside the downloadable notebooks.
 WHEEL_DIR = "_sources/book"
 
 SETUP_NOTE = """**Run the next cell first** if you downloaded this notebook. It installs what
-this chapter imports, at the versions the site ran it with: {needs}, and the book's
-helpers (the `fences` package) from `{wheel}`, which the site offers beside this
-notebook: save it in the same folder. When all of them are there already, it installs
-nothing. It does not install torch: the site ran torch {torch}; yours is printed."""
+this chapter imports and your Python lacks ({needs}, the versions the site ran), and the
+book's helpers (the `fences` package) from `{wheel}`, which the site offers beside this
+notebook (the page's download menu): save it in the same folder. It never replaces a
+package you have: where your version differs from the site's it says so, and names the
+fences whose recorded result may depend on it. It does not install torch: the site ran
+torch {torch}; yours is printed."""
 
-SETUP_CODE = """# Installs what this chapter imports, pinned; installs nothing when all are present.
+SETUP_CODE = """# Installs only what is missing; replaces nothing you have.
 import importlib, importlib.metadata as md, pathlib, subprocess, sys
-NEEDS = {needs!r}
+NEEDS = {needs!r}  # distribution: (the site's version, fences that use it)
 WHEEL = {wheel!r}  # the book's helpers, saved beside this notebook
 
 
@@ -121,11 +130,17 @@ def installed(name):
         return None
 
 
-todo = [f"{{n}}=={{v}}" for n, v in NEEDS.items() if installed(n) != v]
-if installed("tensor-fences") != {version!r}:
+todo = [f"{{n}}=={{v}}" for n, (v, _) in NEEDS.items() if installed(n) is None]
+for n, (v, used) in NEEDS.items():
+    if installed(n) not in (None, v):
+        print(f"{{n}} {{installed(n)}} here, {{v}} on the site: kept; its fences may differ:",
+              ", ".join(used) or "none named")
+if installed("tensor-fences") is None:
     if not pathlib.Path(WHEEL).exists():
         raise FileNotFoundError(f"save {{WHEEL}} (offered beside this notebook) here")
     todo.append(WHEEL)
+elif installed("tensor-fences") != {version!r}:
+    print("tensor-fences", installed("tensor-fences"), "here, the site's is {version}: kept")
 if todo:
     subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", *todo])
     importlib.invalidate_caches()
@@ -170,6 +185,46 @@ def chapter_needs(nb) -> dict[str, str]:
     return needs
 
 
+#: Distributions a fence uses through the helpers rather than by name.
+THROUGH_HELPERS = {"hypothesis": ("forall", "strategies", "st", "fst")}
+
+
+def fences_using(nb) -> dict[str, list[str]]:
+    """Distribution -> the ids of the chapter's fences whose code uses it: a name it
+    was imported as (``np`` for numpy), or the helper that runs it (``fences.forall``)."""
+    import ast
+
+    owners = _owners()
+    alias: dict[str, str] = {}  # a name bound by an import -> its top-level module
+    trees = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(lint._strip_magics(cell.source))
+        except SyntaxError:
+            continue
+        trees.append((cell, tree))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                alias.update({(a.asname or a.name).split(".")[0]: a.name.split(".")[0]
+                              for a in node.names})
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                alias.update({a.asname or a.name: node.module.split(".")[0] for a in node.names})
+    found: dict[str, list[str]] = {}
+    for cell, tree in trees:
+        ident = lint.fence_id(cell) if lint.is_fence(cell) else None
+        if not ident:
+            continue
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
+            {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        dists = {d for name in names if name in alias for d in owners.get(alias[name], [])}
+        dists |= {d for d, helpers in THROUGH_HELPERS.items() if names & set(helpers)}
+        for dist in dists:
+            found.setdefault(dist, []).append(ident)
+    return found
+
+
 def wheel_version() -> str:
     """This project's version with the digest of what the wheel holds: a new build of
     other content is a new version, so pip never reuses a stale copy."""
@@ -195,11 +250,12 @@ def setup_cells(nb, app=None) -> list:
     from fences import installed_torch_version
 
     needs = chapter_needs(nb)
+    users = fences_using(nb)
     torch = getattr(installed_torch_version(), "__version__", "unknown")
     listed = ", ".join(f"{n} {v}" for n, v in needs.items()) or "nothing else"
     note = SETUP_NOTE.format(needs=listed, wheel=wheel_name(), torch=torch)
-    code = SETUP_CODE.format(needs=needs, wheel=wheel_name(), version=wheel_version(),
-                             torch=torch)
+    code = SETUP_CODE.format(needs={n: (v, users.get(n, [])) for n, v in needs.items()},
+                             wheel=wheel_name(), version=wheel_version(), torch=torch)
     return [new_markdown_cell(note),
             new_code_cell(code, metadata={"tags": ["setup-for-download"],
                                           "jupyter": {"source_hidden": True}})]
@@ -598,4 +654,5 @@ def setup(app):
     app.connect("html-page-context", _dedupe_scripts)
     app.connect("source-read", _check_source)
     app.connect("html-page-context", _offer_notebook, priority=500)
+    app.connect("html-page-context", _offer_wheel, priority=900)  # after the theme's menu
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
