@@ -136,6 +136,27 @@ def described(source: str) -> dict[str, str]:
     return found
 
 
+#: ``# Fix:`` in a fence that proves an error: what a reader who meets it does (the
+#: errors page shows it beside the message). Continues on comment lines indented under it.
+FIX = re.compile(r"^\s*#\s*Fix:\s*(.+?)\s*$")
+
+
+def fix(source: str) -> str:
+    """The fence's ``# Fix:`` words, or ""."""
+    lines = source.splitlines()
+    for n, line in enumerate(lines):
+        m = FIX.match(line)
+        if m:
+            words = [m.group(1)]
+            for more in lines[n + 1:]:
+                c = re.match(r"^\s*#\s{3,}(\S.*?)\s*$", more)
+                if not c:
+                    break
+                words.append(c.group(1))
+            return " ".join(words)
+    return ""
+
+
 def names_value(source: str, name: str) -> bool:
     """Does ``source`` observe the value ``name``: the first argument of a call to
     ``observe`` is that string, or an f-string whose fixed parts match it
