@@ -333,6 +333,39 @@ def check_search(page, url: str, query: str, chapter: str) -> list[str]:
     return []
 
 
+ERRORS = "book/errors"
+#: How far down the site search's results the explaining page may be.
+ERROR_RANK = 3
+
+
+def error_messages(page, url: str) -> list[tuple[str, str]]:
+    """(message as printed, the page that explains it) for each entry of the errors page."""
+    page.goto(f"{url}/{ERRORS}.html", wait_until="load")
+    return page.evaluate("""() => [...document.querySelectorAll('div.tf-error')].map(d => [
+        d.querySelector('p.tf-error-message').innerText.trim(),
+        (d.querySelector('a[href*="#fence-"]') || {}).getAttribute('href') || ''])""")
+
+
+def check_error_search(page, url: str, message: str, explained: str) -> list[str]:
+    """The full message pasted into the site's search lists the explaining page (or the
+    errors page) among the first ``ERROR_RANK`` results."""
+    from urllib.parse import quote
+
+    target = explained.split("#")[0].split("/")[-1] or "errors.html"
+    page.goto(f"{url}/search.html?q={quote(message)}", wait_until="load")
+    try:
+        page.wait_for_selector("ul.search li a", timeout=15000)
+    except Exception:  # noqa: BLE001 - a timeout is the failure we report
+        return [f"search for the message {message[:90]!r} found nothing"]
+    links = page.locator("ul.search li a")
+    hrefs = [links.nth(i).get_attribute("href") or "" for i in range(min(links.count(), ERROR_RANK))]
+    pages = [h.split("?")[0].split("#")[0].split("/")[-1] for h in hrefs]
+    if target not in pages and "errors.html" not in pages:
+        return [f"search for the message {message[:90]!r} lists {pages}, not {target} "
+                f"or errors.html, in its first {ERROR_RANK}"]
+    return []
+
+
 VERIFIED = "book/verified"
 
 
@@ -525,6 +558,19 @@ def main(argv: list[str]) -> int:
                 page.close()
                 checks += 1
                 failures += report(f"search {query!r}", problems)
+            if ERRORS in pages:
+                page = browser.new_page()
+                found = error_messages(page, url)
+                problems = [] if found else ["the errors page lists no message"]
+                # the check can fail: a message no page holds is not found
+                if not check_error_search(page, url, "zqxvj wombat flux capacitor", ERRORS):
+                    problems.append("self-test: a message on no page passed the search check")
+                for message, explained in found:
+                    problems += check_error_search(page, url, message, explained)
+                page.close()
+                checks += 1
+                failures += report(f"search: each of the {len(found)} messages on the errors "
+                                   f"page finds its explanation in the first {ERROR_RANK}", problems)
             problems = check_badge_link(browser, url, [n for n in pages if n != VERIFIED])
             checks += 1
             failures += report("a badge opens its row on the Verified-on page", problems)
