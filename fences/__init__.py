@@ -50,6 +50,7 @@ __all__ = [
     "quiz",
     "quiz_question",
     "quiz_show",
+    "quiz_parts",
 ]
 
 #: The line ``needs`` prints; the test plugin turns a cell that prints it
@@ -72,7 +73,7 @@ def recording() -> bool:
     return os.environ.get(RECORD_ENV) == "1"
 
 from . import grade  # noqa: E402 - graded exercises, fences.grade.prove
-from .quiz import quiz, quiz_question, quiz_show  # noqa: E402 - quick checks (jupyterquiz, imported when shown)
+from .quiz import quiz, quiz_parts, quiz_question, quiz_show  # noqa: E402 - quick checks (jupyterquiz, imported when shown)
 
 _SHOWN = 160  # characters of an exception message shown to the reader
 

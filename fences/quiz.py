@@ -27,14 +27,16 @@ from __future__ import annotations
 
 import hashlib
 import html
+import json
 import numbers
 import re
 
 #: jupyterquiz's colours, changed where axe-core finds too little contrast (WCAG AA):
-#: the input label is light on the dark question, the typed text light on a dark field,
-#: green dark enough for white text.
+#: each question sits on a light panel of its own (``_STYLE``), so the input label is
+#: dark whatever the page's mode; the typed text is light on a dark field; green dark
+#: enough for white text.
 COLORS = {
-    "--jq-numeric-input-label": "#fafafa",
+    "--jq-numeric-input-label": "#1b1b1b",
     "--jq-numeric-input-bg": "#1e1e2a",
     "--jq-correct-color": "#1a7f37",
     "--jq-incorrect-color": "#c80202",
@@ -111,7 +113,9 @@ def spellings(answer) -> list[str]:
 
 def quiz_question(question: str, answer, choices=None, explain="") -> dict:
     """One question in jupyterquiz's format (a dict), checked: with ``choices``, exactly
-    one of them equals ``answer``."""
+    one of them equals ``answer``. Its ``key`` (ignored by jupyterquiz) is the right
+    answer as the reader would click or type it; ``quiz_show`` puts the keys on the
+    container (``data-keys``), where ``make check-site`` reads them."""
     if not isinstance(question, str) or not question.strip():
         raise ValueError("quiz: the question is a non-empty string")
     reasons = dict(explain) if isinstance(explain, dict) else {}
@@ -137,20 +141,20 @@ def quiz_question(question: str, answer, choices=None, explain="") -> dict:
         labels = [shown(c) for c in choices]
         if len(set(labels)) != len(labels):
             raise AssertionError(f"quiz: two choices read the same: {labels}")
-        return {"question": text, "type": "multiple_choice", "answers": [
+        return {"question": text, "type": "multiple_choice", "key": shown(answer), "answers": [
             {"answer": _code(c), "correct": _same(c, answer), "feedback": feedback(c, _same(c, answer))}
             for c in choices]}
     if isinstance(answer, numbers.Real) and not isinstance(answer, bool) \
             and answer == answer and abs(answer) != float("inf"):
         entry = {"type": "value", "value": answer, "correct": True, "feedback": feedback(answer, True)}
-        spec = {"question": text, "type": "numeric",
+        spec = {"question": text, "type": "numeric", "key": repr(answer),
                 "answers": [entry, {"type": "default", "feedback": "Not that. " + (
                     _inline(general) if general else "Try again.")}]}
         if isinstance(answer, float) and not float(answer).is_integer():
             spec["precision"] = 4
         return spec
     accepted = spellings(answer)
-    return {"question": text, "type": "string", "input_width": max(8, len(accepted[0]) + 2),
+    return {"question": text, "type": "string", "key": accepted[0], "input_width": max(8, len(accepted[0]) + 2),
             "answers": [{"answer": a, "correct": True, "match_case": False,
                          "feedback": feedback(answer, True)} for a in accepted]
             + [{"type": "default", "feedback": "Not that. " + (
@@ -183,20 +187,36 @@ _AFTER = """
 })();
 """
 
-#: Scoped to the container: feedback readable in light and dark mode, hidden while empty.
+#: Scoped to the container: feedback readable in light and dark mode, hidden while empty;
+#: a graded answer takes its colour at once (jupyterquiz fades it in, and text on the
+#: colour half-way has too little contrast).
 _STYLE = """<style>
+#%(id)s .Quiz { background: #f3eff7; color: #1b1b1b; padding-bottom: 6px; }
+#%(id)s .Answer { margin: 10px; }
 #%(id)s .Feedback { background: #fafafa; border-radius: 6px; padding: 2px 6px; margin: 4px 0;
   font-size: 14pt; }
 #%(id)s .Feedback:empty { display: none; }
 #%(id)s .Feedback.correct { color: #1a7f37; }
 #%(id)s .Feedback.incorrect { color: #b00000; }
+#%(id)s .correctButton { animation: none; background-color: var(--jq-correct-color); }
+#%(id)s .incorrectButton { animation: none; background-color: var(--jq-incorrect-color); }
 #%(id)s .Feedback code, #%(id)s .MCButton code { background: inherit; color: inherit; }
 </style>"""
 
 
 def quiz_show(name: str, questions: list[dict], shuffle: bool = True) -> None:
-    """Show ``questions`` (from ``quiz_question``) in one output, under ``name``."""
+    """Show ``questions`` (from ``quiz_question``) in one output, under ``name``: an HTML
+    output (the container, its styles) and a JavaScript one (jupyterquiz's script)."""
     from IPython.display import HTML, Javascript, display
+
+    markup, script = quiz_parts(name, questions, shuffle)
+    display(HTML(markup))
+    display(Javascript(script))
+
+
+def quiz_parts(name: str, questions: list[dict], shuffle: bool = True) -> tuple[str, str]:
+    """(HTML, JavaScript) of ``questions`` shown under ``name``, as ``quiz_show`` displays
+    them (a page built without a kernel, the checker's planted pages, use them as they are)."""
     from jupyterquiz.dynamic.loader import load_questions_script
     from jupyterquiz.dynamic.renderer import build_script, build_styles, render_div
 
@@ -215,11 +235,10 @@ def quiz_show(name: str, questions: list[dict], shuffle: bool = True) -> None:
                "</p>")
     div = render_div(div_id, False, shuffle, False, 1_000_000, 600, 10, "left")
     div = div.replace("<div ", f'<div class="{CONTAINER}" data-quiz="{html.escape(name)}" '
-                      f'data-questions="{len(questions)}" ', 1)
-    display(HTML(div + pending + "</div>" + build_styles(div_id, colors)
-                 + _STYLE % {"id": div_id}))
-    display(Javascript(build_script(prefix, static, url, div_id, True)
-                       + _AFTER % {"id": div_id, "pending": PENDING}))
+                      f'data-questions="{len(questions)}" '
+                      f'data-keys="{html.escape(json.dumps([q.get("key") for q in questions]))}" ', 1)
+    return (div + pending + "</div>" + build_styles(div_id, colors) + _STYLE % {"id": div_id},
+            build_script(prefix, static, url, div_id, True) + _AFTER % {"id": div_id, "pending": PENDING})
 
 
 def quiz(name: str, question: str, answer, choices=None, explain=""):
