@@ -63,7 +63,7 @@ SEARCHES = {"stride": "views", "promotion": "promotion", "bfloat16": "dtypes",
             "accelerator": "devices", "from_numpy": "creation"}
 
 # Measured in the page: facts a reader would see, as one JSON object.
-LAYOUT_JS = """() => {
+LAYOUT_JS = r"""() => {
   const pres = [...document.querySelectorAll('div.cell_input pre')];
   const wrapping = pres.filter(p => !['pre', 'nowrap'].includes(getComputedStyle(p).whiteSpace));
   const glued = [...document.querySelectorAll('span.pasted-text, span.pasted-inline')];
