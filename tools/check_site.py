@@ -63,7 +63,7 @@ SEARCHES = {"stride": "views", "promotion": "promotion", "bfloat16": "dtypes",
             "accelerator": "devices", "from_numpy": "creation"}
 
 # Measured in the page: facts a reader would see, as one JSON object.
-LAYOUT_JS = """() => {
+LAYOUT_JS = r"""() => {
   const pres = [...document.querySelectorAll('div.cell_input pre')];
   const wrapping = pres.filter(p => !['pre', 'nowrap'].includes(getComputedStyle(p).whiteSpace));
   const glued = [...document.querySelectorAll('span.pasted-text, span.pasted-inline')];
@@ -72,6 +72,11 @@ LAYOUT_JS = """() => {
     wrapping: wrapping.length,
     bold: glued.filter(g => parseInt(getComputedStyle(g).fontWeight) >= 600).length,
     executed: document.querySelectorAll('p.tf-executed').length,
+    clipped: [...document.querySelectorAll('.tf-scroll')].filter(d =>
+        d.offsetParent !== null && !d.closest('details:not([open])') &&
+        d.scrollWidth > d.clientWidth + 1).length,
+    dumps: [...document.querySelectorAll('table.tf-changes td')].filter(td =>
+        /\{'|\['|\('|': /.test(td.innerText)).length,
     cells: document.querySelectorAll('div.cell').length,
   };
 }"""
@@ -176,14 +181,6 @@ def measure_form3(browser, url: str, pagename: str) -> dict:
     facts = page.evaluate(FORM3_JS)
     page.close()
     return form3_facts(facts)
-
-
-def declares_form3(pagename: str) -> bool:
-    """Does the chapter behind ``pagename`` declare the lesson form of standard 3?"""
-    from fencecheck.chapter import form
-
-    path = ROOT / f"{pagename}.md"
-    return path.exists() and form(path.read_text(encoding="utf-8")) == 3
 
 
 def measure_problems(facts: dict) -> list[str]:
@@ -302,6 +299,12 @@ def layout_problems(facts: dict) -> list[str]:
                         "(a wrapped line reads as another statement)")
     if facts["bold"]:
         problems.append(f"{facts['bold']} glued value(s) rendered bold")
+    if facts.get("clipped"):
+        problems.append(f"{facts['clipped']} table(s) clipped on the right (they scroll "
+                        "inside their box)")
+    if facts.get("dumps"):
+        problems.append(f"{facts['dumps']} cell(s) of What changed show a raw dict, list or "
+                        "tuple instead of words")
     if facts["cells"] and not facts["executed"]:
         problems.append("no 'Executed with torch ...' line on an executed page")
     return problems
@@ -341,13 +344,10 @@ QUIZ_JS = """() => [...document.querySelectorAll('div.tf-quiz')].map(d => ({
 
 def lesson_form(pagename: str, root: Path = ROOT) -> int | None:
     """The lesson form a page's front matter declares (``tensor-fences: {form: 3}``)."""
-    from fencecheck.chapter import front_matter
+    from fencecheck.chapter import form
 
     source = root / f"{pagename}.md"
-    if not source.exists():
-        return None
-    meta = front_matter(source.read_text(encoding="utf-8")).get("tensor-fences") or {}
-    return meta.get("form") if isinstance(meta, dict) else None
+    return form(source.read_text(encoding="utf-8")) if source.exists() else None
 
 
 def _feedback(wrapper) -> tuple[str, str]:
@@ -619,13 +619,15 @@ BAD = HEAD.format(title="Bad page") + """<body><main>
 <div class="cell tag_fence"><p class="tf-badge-line"><a class="tf-badge tf-badge-holds"
 href="#">holds on 2.8.0</a></p><div class="cell_input"><pre>assert 1 == 2</pre></div></div>
 <p style="color:#bbb;background:#fff">faint text</p>
+<div class="tf-scroll" style="overflow-x:auto;max-width:200px"><table class="tf-changes"><tr>
+<td style="white-space:nowrap">{'float16': 1.0, 'bfloat16': 1.0} and more words in a row</td></tr></table></div>
 <div class="output traceback"><pre>Traceback (most recent call last): AssertionError</pre></div>
 <script>console.error("boom")</script></main></body></html>"""
 #: Each defect planted in BAD, and the words the checker must fail it with.
 PLANTED = ["traceback output", "Traceback (most recent", "rendered empty", "no .ipynb download",
            "console: boom", "rendered bold", "wrap lines", "scrolls sideways",
            "no 'Executed with torch", "color-contrast", "1 fences and no line saying",
-           "badge(s) that carry no news"]
+           "badge(s) that carry no news", "clipped on the right", "show a raw dict"]
 #: A lesson planted with each measure over its goal, and one within every goal.
 LONG = "\n".join(f"x{n} = {n}" for n in range(20))
 BAD_LESSON = HEAD.format(title="Long lesson") + f"""<body><main><article>
@@ -752,7 +754,7 @@ def main(argv: list[str]) -> int:
                 failures += report(f"{name}: the reader's measures", problems)
                 if lesson:
                     f3 = measure_form3(browser, url, name)
-                    form3 = declares_form3(name)
+                    form3 = lesson_form(name) == 3
                     print(f"     lesson form {name}: {f3['showing']} of {f3['fences']} lesson "
                           f"fences show output ({f3['share']:.0%}), {len(f3['silent'])} raise/warn "
                           f"fences without their message, about {f3['minutes']} minutes to read "
