@@ -193,6 +193,10 @@ class Fence:
     proves: str
     #: its ``# Records:`` lines (``lint.described``): value name -> plain words
     labels: dict = field(default_factory=dict, hash=False, compare=False)
+    #: the code inside its ``with fences.raises(...)``/``warns`` blocks, each once
+    calls: tuple = field(default=(), hash=False, compare=False)
+    #: its ``# Fix:`` comment: what a reader who meets the error does
+    fix: str = field(default="", hash=False, compare=False)
 
 
 def read_book(root: Path) -> tuple[list[Fence], dict[str, str]]:
@@ -227,8 +231,67 @@ def read_book(root: Path) -> tuple[list[Fence], dict[str, str]]:
             if lint.is_fence(cell) and lint.fence_id(cell):
                 fences.append(Fence(lint.fence_id(cell), chapter, code_index,
                                     code_hash(cell.source), section, claim(cell.source),
-                                    lint.described(cell.source)))
+                                    lint.described(cell.source), raising_calls(cell.source),
+                                    lint.fix(cell.source)))
     return fences, digests
+
+
+def raising_calls(source: str) -> tuple[str, ...]:
+    """The code inside each ``with fences.raises(...)`` / ``warns(...)`` block of a fence,
+    each distinct block once, in order."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ()
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.With):
+            continue
+        if not any(isinstance(i.context_expr, ast.Call) and getattr(
+                i.context_expr.func, "attr", getattr(i.context_expr.func, "id", "")) in ("raises", "warns")
+                for i in node.items):
+            continue
+        body = "\n".join(ast.get_source_segment(source, b) or "" for b in node.body)
+        if body and body not in found:
+            found.append(body)
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class Raised:
+    """One message a fence proves, as the reference run gave it, and each release's words."""
+
+    fence: Fence
+    kind: str
+    message: str
+    #: release label -> (class, message) where a release gave other words
+    elsewhere: dict
+
+
+def errors(runs: list[dict], current: list[Fence], reference: str) -> list[Raised]:
+    """Every error and warning message the book's fences prove, in reading order: the
+    reference run's words (``reference``, a run label), and where another current run's
+    fence gave other words, that run's. A fence the reference run did not record
+    contributes what the newest run that did recorded."""
+    by_label = {label(r): by_id(r) for r in runs}
+    order = sorted(by_label, key=lambda k: run_key(next(r for r in runs if label(r) == k)))
+    base = [reference] + [k for k in reversed(order) if k != reference]
+    out = []
+    for f in current:
+        home = next((k for k in base if by_label.get(k, {}).get(f.id, {}).get("raised")), None)
+        if home is None:
+            continue
+        ref = by_label[home][f.id]["raised"]
+        for n, item in enumerate(ref):
+            other = {}
+            for k in order:
+                theirs = by_label[k].get(f.id, {}).get("raised") or []
+                if k != home and n < len(theirs) and theirs[n] != item:
+                    other[k] = (theirs[n]["class"], theirs[n]["message"])
+            out.append(Raised(f, item["class"], item["message"], other))
+    return out
 
 
 def plain(title: str) -> str:

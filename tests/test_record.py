@@ -533,3 +533,40 @@ def test_the_record_names_a_commit_that_touched_either_package():
     include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
     packages = {name.split(".")[0] for name in include["find"]["include"]}
     assert packages == {"fences", "fencecheck"} and packages <= set(record.BOOK_PATHS)
+
+
+# --- the errors page: each fence's messages, from the record ---
+
+def test_raises_records_the_whole_message_under_the_plugin(monkeypatch, capsys):
+    monkeypatch.setenv(fences.RECORD_ENV, "1")
+    with fences.raises(ValueError, "first"):
+        raise ValueError("first line\nsecond line")
+    out = capsys.readouterr().out
+    assert fences.parse_raised(out) == [{"class": "ValueError", "message": "first line\nsecond line"}]
+    repeated = out * 3 + out.replace("first line", "other")
+    assert len(fences.parse_raised(repeated)) == 2        # each distinct message once
+
+
+def test_raising_calls_are_the_bodies_of_the_raise_blocks():
+    src = "x = 1\nwith fences.raises(E, 'abc'):\n    f(x)\nwith fences.warns(W, 'abc') as w:\n    g()\n" \
+          "with fences.raises(E, 'abc'):\n    f(x)\nwith open('f') as h:\n    h.read()"
+    assert record.raising_calls(src) == ("f(x)", "g()")
+    assert lint.fix("# Fix: cast it,\n#   then retry.\nassert 1") == "cast it, then retry."
+
+
+def test_the_errors_page_quotes_the_reference_run_and_names_other_words():
+    a = {**rec("a-raise"), "raised": [{"class": "RuntimeError", "message": "new words"}]}
+    old = {**rec("a-raise"), "raised": [{"class": "RuntimeError", "message": "old words"}]}
+    quiet = rec("b-quiet")
+    runs = [run("2.8.0", [old, quiet]), run("2.13.0+cpu", [a, quiet], torch="2.13.0+cpu")]
+    current = [fence("a-raise"), fence("b-quiet")]
+    found = record.errors(runs, current, "2.13.0+cpu")
+    assert [(r.fence.id, r.kind, r.message) for r in found] == [("a-raise", "RuntimeError", "new words")]
+    assert found[0].elsewhere == {"2.8.0": ("RuntimeError", "old words")}
+    from fencecheck import verified
+
+    html = verified.errors_html(found, lambda c: "a.html", "2.13.0+cpu", {"book/a.md": "Chapter A"})
+    assert "<h2" in html and "Chapter A" in html and "RuntimeError: new words" in html
+    assert "2.8.0: <code>RuntimeError: old words</code>" in html
+    assert 'href="a.html#fence-a-raise"' in html
+    assert "No messages recorded yet" in verified.errors_html([], lambda c: "", "x", {})
