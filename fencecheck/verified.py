@@ -146,12 +146,16 @@ def changes_html(changes: list[record.Change], current: list[Fence], url: Url) -
             continue
         f = where[c.fence]
         if c.kind == "release":
-            what, since, by = f"{esc(c.old)} → {esc(c.new)}", esc(c.release()), "release"
+            what, since, by = f"{esc(record.words(c.old))} → {esc(record.words(c.new))}", \
+                esc(c.release()), "release"
         elif c.kind == "build":
-            what = "; ".join(f"{esc(b)} build: {esc(v)}" for b, v in c.by_build.items())
+            what = "; ".join(f"{esc(b)} build: {esc(record.words(v))}" for b, v in c.by_build.items())
             since, by = "—", "build: " + " vs ".join(f"{esc(b)} build" for b in c.by_build)
+        elif c.kind == "one-build":
+            what, since = esc(c.text()), "—"
+            by = "release or build: no release was recorded in both builds"
         else:
-            what = "; ".join(f"{esc(v)} from {esc(r)}" for r, v in c.segments)
+            what = "; ".join(f"{esc(record.words(v))} from {esc(r)}" for r, v in c.segments)
             since, by = esc(c.segments[1][0]), "release and build"
         rows.append([esc(c.label), what, since, by, fence_link(f, url)])
     if not rows:

@@ -63,7 +63,7 @@ SEARCHES = {"stride": "views", "promotion": "promotion", "bfloat16": "dtypes",
             "accelerator": "devices", "from_numpy": "creation"}
 
 # Measured in the page: facts a reader would see, as one JSON object.
-LAYOUT_JS = """() => {
+LAYOUT_JS = r"""() => {
   const pres = [...document.querySelectorAll('div.cell_input pre')];
   const wrapping = pres.filter(p => !['pre', 'nowrap'].includes(getComputedStyle(p).whiteSpace));
   const glued = [...document.querySelectorAll('span.pasted-text, span.pasted-inline')];
@@ -72,6 +72,11 @@ LAYOUT_JS = """() => {
     wrapping: wrapping.length,
     bold: glued.filter(g => parseInt(getComputedStyle(g).fontWeight) >= 600).length,
     executed: document.querySelectorAll('p.tf-executed').length,
+    clipped: [...document.querySelectorAll('.tf-scroll')].filter(d =>
+        d.offsetParent !== null && !d.closest('details:not([open])') &&
+        d.scrollWidth > d.clientWidth + 1).length,
+    dumps: [...document.querySelectorAll('table.tf-changes td')].filter(td =>
+        /\{'|\['|\('|': /.test(td.innerText)).length,
     cells: document.querySelectorAll('div.cell').length,
   };
 }"""
@@ -106,7 +111,8 @@ MEASURE_JS = """() => {
 # (``tensor-fences: {form: 3}``): what a reader sees happen, and how long it takes.
 #: Reading time: prose words at READ_WPM a minute plus each visible code line at
 #: CODE_LINE_S seconds, over the teaching part (from the top to the exercises).
-READ_WPM, CODE_LINE_S = 200, 6
+from fencecheck.lint import CODE_LINE_S, READ_WPM, reading_minutes  # noqa: E402 - one home
+
 FORM3_GOALS = {"showing": 0.9, "minutes": 30, "teaching_screens": 12}
 FORM3_JS = """() => {
   const article = document.querySelector('article') || document.querySelector('main');
@@ -145,7 +151,7 @@ def form3_facts(facts: dict) -> dict:
     """The lesson form's figures from the page's raw counts: the share of lesson fences
     that show an output and the estimated reading time in minutes."""
     share = facts["showing"] / facts["fences"] if facts["fences"] else 1.0
-    minutes = facts["words"] / READ_WPM + facts["code_lines"] * CODE_LINE_S / 60
+    minutes = reading_minutes(facts["words"], facts["code_lines"])
     return {**facts, "share": round(share, 3), "minutes": round(minutes, 1)}
 
 
@@ -294,6 +300,12 @@ def layout_problems(facts: dict) -> list[str]:
                         "(a wrapped line reads as another statement)")
     if facts["bold"]:
         problems.append(f"{facts['bold']} glued value(s) rendered bold")
+    if facts.get("clipped"):
+        problems.append(f"{facts['clipped']} table(s) clipped on the right (they scroll "
+                        "inside their box)")
+    if facts.get("dumps"):
+        problems.append(f"{facts['dumps']} cell(s) of What changed show a raw dict, list or "
+                        "tuple instead of words")
     if facts["cells"] and not facts["executed"]:
         problems.append("no 'Executed with torch ...' line on an executed page")
     return problems
@@ -619,13 +631,15 @@ BAD = HEAD.format(title="Bad page") + """<body><main>
 <div class="cell tag_fence"><p class="tf-badge-line"><a class="tf-badge tf-badge-holds"
 href="#">holds on 2.8.0</a></p><div class="cell_input"><pre>assert 1 == 2</pre></div></div>
 <p style="color:#bbb;background:#fff">faint text</p>
+<div class="tf-scroll" style="overflow-x:auto;max-width:200px"><table class="tf-changes"><tr>
+<td style="white-space:nowrap">{'float16': 1.0, 'bfloat16': 1.0} and more words in a row</td></tr></table></div>
 <div class="output traceback"><pre>Traceback (most recent call last): AssertionError</pre></div>
 <script>console.error("boom")</script></main></body></html>"""
 #: Each defect planted in BAD, and the words the checker must fail it with.
 PLANTED = ["traceback output", "Traceback (most recent", "rendered empty", "no .ipynb download",
            "console: boom", "rendered bold", "wrap lines", "scrolls sideways",
            "no 'Executed with torch", "color-contrast", "1 fences and no line saying",
-           "badge(s) that carry no news"]
+           "badge(s) that carry no news", "clipped on the right", "show a raw dict"]
 #: A lesson planted with each measure over its goal, and one within every goal.
 LONG = "\n".join(f"x{n} = {n}" for n in range(20))
 BAD_LESSON = HEAD.format(title="Long lesson") + f"""<body><main><article>
