@@ -62,6 +62,7 @@ CASES = {
     "fail_dead_kernel": ("pass_quick", "the kernel died (exit code 3) while running this cell"),
     "fail_no_header": ("pass_assert", "book/fail_no_header.md: no jupytext header"),
     "fail_fence_in_admonition": ("pass_assert", "a code cell inside the :::{note} block of line"),
+    "fail_quiz_key": ("pass_quiz", "quiz: 0 of the choices ['(12, 4, 1)', '(4, 12, 1)'] equal the key (1, 12, 4)"),
 }
 
 
@@ -297,3 +298,10 @@ def test_the_corpus_proof_key_follows_the_verifier(verifier_edited):
     before = proof_key()
     verifier_edited()
     assert proof_key() != before
+
+
+def test_a_quick_checks_key_is_recorded(corpus_run):
+    """fences.quiz records its key as an observed value of its fence (quiz.<name>)."""
+    [rec] = [r for r in corpus_run[2]["pass_quiz"] if not r.get("error")]
+    assert rec["observed"] == {"quiz.corpus-permute": "(1, 12, 4)"}, rec
+    assert rec["labels"]["quiz.corpus-permute"] == "the answer to the quick check: What is y.stride()?"
