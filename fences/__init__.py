@@ -23,6 +23,8 @@ call it.
   (Hypothesis, derandomised); strategies that reach the edges are in
   ``fences.strategies``.
 - ``grade``: graded exercises (``fences.grade``).
+- ``quiz``: a quick check the reader answers on the page (jupyterquiz), its key
+  recorded (``fences.quiz``; ``quiz_question``/``quiz_show`` for several in one output).
 """
 from __future__ import annotations
 
@@ -45,6 +47,10 @@ __all__ = [
     "torch_build",
     "forall",
     "grade",
+    "quiz",
+    "quiz_question",
+    "quiz_show",
+    "quiz_parts",
 ]
 
 #: The line ``needs`` prints; the test plugin turns a cell that prints it
@@ -67,6 +73,7 @@ def recording() -> bool:
     return os.environ.get(RECORD_ENV) == "1"
 
 from . import grade  # noqa: E402 - graded exercises, fences.grade.prove
+from .quiz import quiz, quiz_parts, quiz_question, quiz_show  # noqa: E402 - quick checks (jupyterquiz, imported when shown)
 
 _SHOWN = 160  # characters of an exception message shown to the reader
 
