@@ -92,9 +92,19 @@ def myst_extensions(path: Path) -> tuple[str, ...]:
     return ()
 
 
+def form(text: str) -> int | None:
+    """The lesson form a chapter declares (``tensor-fences: {form: 3}``), or None."""
+    meta = front_matter(text).get("tensor-fences")
+    return meta.get("form") if isinstance(meta, dict) else None
+
+
 def lint_problems(text: str, nb) -> list[str]:
-    """Everything ``fencecheck.lint`` finds in one chapter (empty when it passes)."""
-    return lint.cell_problems(nb) + lint.text_problems(text)
+    """Everything ``fencecheck.lint`` finds in one chapter (empty when it passes); the
+    lesson form's rules where the chapter declares form 3."""
+    problems = lint.cell_problems(nb) + lint.text_problems(text) + lint.exponent_problems(text)
+    if form(text) == 3:
+        problems += lint.lesson_problems(nb, code_cell_lines(nb))
+    return problems
 
 
 def parse_cache_dir() -> Path:

@@ -12,7 +12,10 @@ one that reads well in JupyterLab or Colab:
 - ``{cited}`` and admonitions become quoted blocks with their label, an
   ``{exercise}`` a heading, links to ``other.md`` links to the site's page;
 - the cells of a solution are collapsed (``metadata.jupyter``), so is each
-  proof (the fold rule, ``fencecheck.lint.PROOF_TAG``) and each setup cell.
+  proof (the fold rule, ``fencecheck.lint.PROOF_TAG``) and each setup cell;
+- a lesson fence becomes two cells: its teaching part with the output, then its
+  check part, collapsed (``fencecheck.lint.lesson_parts``): run in order, the two
+  do what the one cell did.
 
 ``myst_left`` finds what a Markdown cell still holds of MyST (empty when
 none): ``make check-site`` fails a notebook that has any, or an open solution.
@@ -119,6 +122,29 @@ def markdown(source: str, glued: dict, ext: dict, site: str, subs: dict | None =
     return LINK.sub(lambda m: f"]({site}book/{m.group(1)}.html{m.group(2) or ''})", text)
 
 
+#: The tag of a lesson fence's check part in the downloaded notebook.
+CHECKS_TAG = "fence-checks"
+
+
+def _split_checks(cell) -> list:
+    """A lesson fence as (teaching cell with the outputs, collapsed check cell); any
+    other cell as itself."""
+    import copy
+
+    tags = cell.metadata.get("tags", []) if cell.cell_type == "code" else []
+    if "fence" not in tags or lint.PROOF_TAG in tags:
+        return [cell]
+    teaching, checks = lint.lesson_parts(cell.source)
+    if not teaching:
+        return [cell]
+    after = copy.deepcopy(cell)
+    cell.source, after.source, after.outputs = teaching, checks, []
+    after.execution_count = None
+    after.metadata = {"tags": [CHECKS_TAG],
+                      "jupyter": {"source_hidden": True}}
+    return [cell, after]
+
+
 def myst_left(nb) -> list[str]:
     """What the Markdown cells still hold of MyST syntax, one line each."""
     return [f"markdown cell {n}: {m.group(0)!r}" for n, cell in enumerate(nb.cells)
@@ -147,6 +173,7 @@ def for_jupyter(nb, ext: dict, site: str = "../../", subs: dict | None = None):
     """
     glued = glued_values(nb)
     in_solution = False
+    nb.cells = [part for cell in nb.cells for part in _split_checks(cell)]
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             starts = re.search(r"^`{3,}\{solution-start\}", cell.source, re.M)
@@ -160,6 +187,8 @@ def for_jupyter(nb, ext: dict, site: str = "../../", subs: dict | None = None):
                         if "scrapbook" not in (o.get("metadata") or {})]
         tags = set(cell.metadata.get("tags", []))
         folds = [COLLAPSED[t] for t in tags & set(COLLAPSED)]
+        if CHECKS_TAG in tags:
+            folds.append(False)
         if in_solution or folds:
             fold = {"source_hidden": True}
             if in_solution or any(folds):

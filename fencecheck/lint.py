@@ -28,6 +28,15 @@ What is checked, per chapter:
   fence calling ``fences.grade.prove``.
 
 And across the book: every fence id is unique.
+
+Everywhere in a chapter's prose: no ``**`` exponent outside code (``2**63`` renders
+as bold Markdown; write ``2⁶³`` or a code span).
+
+In a lesson in the form of standard 3 (front matter ``tensor-fences: {form: 3}``,
+``lesson_problems``): every lesson fence has a teaching part with no ``assert`` that
+shows something; a proof's ``# Proves:`` caption is one line of at most
+``MAX_CAPTION`` characters; no visible cell uses a name defined only in a folded or
+removed cell (a reader typing the visible cells in order would get a NameError).
 """
 from __future__ import annotations
 
@@ -54,6 +63,11 @@ FOLDING_TAGS = {PROOF_TAG, "hide-input", "hide-cell", "remove-input", "remove-ce
 MAX_VISIBLE_LINES = 15
 #: A fence is a claim on the page: it may be folded, never removed from it.
 REMOVING_TAGS = {"remove-cell", "remove-input"}
+
+#: A proof's caption, the ``# Proves:`` text shown on the fold: one line at 1400 px.
+MAX_CAPTION = 110
+#: The calls that show something on the page (a teaching part must make one).
+SHOWING = {"show", "raises", "warns", "table", "print", "display"}
 
 FENCE_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 PROVES = re.compile(r"^\s*#\s*Proves:", re.M)
@@ -122,6 +136,27 @@ def described(source: str) -> dict[str, str]:
     return found
 
 
+#: ``# Fix:`` in a fence that proves an error: what a reader who meets it does (the
+#: errors page shows it beside the message). Continues on comment lines indented under it.
+FIX = re.compile(r"^\s*#\s*Fix:\s*(.+?)\s*$")
+
+
+def fix(source: str) -> str:
+    """The fence's ``# Fix:`` words, or ""."""
+    lines = source.splitlines()
+    for n, line in enumerate(lines):
+        m = FIX.match(line)
+        if m:
+            words = [m.group(1)]
+            for more in lines[n + 1:]:
+                c = re.match(r"^\s*#\s{3,}(\S.*?)\s*$", more)
+                if not c:
+                    break
+                words.append(c.group(1))
+            return " ".join(words)
+    return ""
+
+
 def names_value(source: str, name: str) -> bool:
     """Does ``source`` observe the value ``name``: the first argument of a call to
     ``observe`` is that string, or an f-string whose fixed parts match it
@@ -145,6 +180,45 @@ def names_value(source: str, name: str) -> bool:
             if re.search(r"[A-Za-z]", fixed) and re.fullmatch("".join(parts), name):
                 return True
     return False
+
+
+def lesson_parts(source: str) -> tuple[str, str]:
+    """A lesson fence's (teaching part, check part): the lines a reader types, up to the
+    ``# Proves:`` line, and the lines from it on (asserts, glue, observe, witnesses).
+
+    The page shows the teaching part and its output and folds the check part behind
+    "✓ N checks" (``fencecheck.sphinx``); the notebook makes it a collapsed cell after
+    the teaching cell (``fencecheck.jupyter``). A fence whose ``# Proves:`` line comes
+    first has no teaching part: ("", source)."""
+    lines = source.splitlines()
+    for n, line in enumerate(lines):
+        if PROVES.match(line):
+            teaching = "\n".join(lines[:n]).rstrip()
+            return (teaching, "\n".join(lines[n:]).strip("\n")) if teaching.strip() \
+                else ("", source)
+    return "", source
+
+
+def check_count(source: str) -> int:
+    """The checks in ``source``: its ``assert`` statements and ``raises``/``warns``/
+    ``prove``/``quiz`` calls (what "✓ N checks" counts)."""
+    try:
+        tree = ast.parse(_strip_magics(source))
+    except SyntaxError:
+        return 0
+    return sum(1 for node in ast.walk(tree) if isinstance(node, ast.Assert) or (
+        isinstance(node, ast.Call) and _called(node) in ("raises", "warns", "prove", "quiz")))
+
+
+def _called(node) -> str:
+    f = node.func
+    return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+
+
+def checks_caption(count: int) -> tuple[str, str]:
+    """The check fold's two summaries: (shown while folded, shown while open)."""
+    noun = "check" if count == 1 else "checks"
+    return f"✓ {count} {noun}", f"✓ {count} {noun}: hide them"
 
 
 def fold_caption(source: str) -> tuple[str, str]:
@@ -348,6 +422,126 @@ def _proven_solutions(lines: list[str]) -> set[str]:
         if current and re.search(r"\bprove\(", line):
             proven.add(current)
     return proven
+
+
+_EXPONENT = re.compile(r"\d\*\*\d")
+
+
+def exponent_problems(text: str) -> list[str]:
+    """``**`` between digits in prose (outside code blocks, code cells and code spans)."""
+    problems, fence = [], None
+    for n, line in enumerate(text.splitlines(), 1):
+        m = re.match(r"^\s*(`{3,}|~{3,})", line)
+        if fence is None and m:
+            fence = m.group(1)
+            continue
+        if fence is not None:
+            if line.strip() == fence:
+                fence = None
+            continue
+        prose = re.sub(r"(`+).+?\1", "", line)
+        if _EXPONENT.search(prose):
+            problems.append(f"line {n}: `**` as an exponent in prose renders as bold: write "
+                            "2⁶³ or a code span")
+    return problems
+
+
+def lesson_problems(nb, lines: list[int] | None = None) -> list[str]:
+    """The lesson form of standard 3 (see the module docstring), one line a problem."""
+    import builtins
+
+    problems = []
+    seen_visible: set[str] = set()
+    hidden: dict[str, str] = {}  # a name bound only out of sight -> where
+    in_solution = False
+    code_index = -1
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            if re.search(r"^(`{3,}|:{3,})\{solution(-start)?\}", cell.source, re.M):
+                in_solution = True
+            if re.search(r"^(`{3,}|:{3,})\{solution-end\}", cell.source, re.M):
+                in_solution = False
+            continue
+        if cell.cell_type != "code":
+            continue
+        code_index += 1
+        line = lines[code_index] if lines and code_index < len(lines) else None
+        where = f"line {line}" if line else f"code cell {code_index}"
+        tags = set(cell.metadata.get("tags", []))
+        ident = fence_id(cell)
+        if ident:
+            where += f" (fence {ident})"
+        if "fence" in tags and PROOF_TAG in tags:
+            caption = proves(cell.source)
+            if len(caption) > MAX_CAPTION:
+                problems.append(f"{where}: the proof's caption is {len(caption)} characters, "
+                                f"over {MAX_CAPTION}: one plain line on the fold; put the "
+                                "detail in comments inside")
+            visible, folded = "", cell.source
+        elif "fence" in tags:
+            visible, folded = lesson_parts(cell.source)
+            if not visible:
+                problems.append(f"{where}: a lesson fence with no teaching part: put the lines "
+                                "a reader types before the `# Proves:` line")
+            elif _asserts(visible):
+                problems.append(f"{where}: an assert before the `# Proves:` line: the teaching "
+                                "part shows, the check part (from `# Proves:` on) asserts")
+            elif not (_calls_any(visible, SHOWING) or _calls_any(folded, {"quiz"})):
+                problems.append(f"{where}: the teaching part shows nothing: end it with "
+                                "fences.show(...), a raises block or a table")
+        elif in_solution or tags & FOLDING_TAGS:
+            visible, folded = "", cell.source
+        else:
+            visible, folded = cell.source, ""
+        if visible:
+            bound, used = _names(visible)
+            for name in sorted(used - seen_visible - bound - set(dir(builtins))):
+                if name in hidden:
+                    problems.append(f"{where}: uses `{name}`, defined only in {hidden[name]} "
+                                    "(folded or removed): a reader typing the visible cells "
+                                    "gets a NameError; define it in a visible cell")
+            seen_visible |= bound
+        for name in _names(folded)[0] - seen_visible:
+            hidden.setdefault(name, where)
+    return problems
+
+
+def _asserts(source: str) -> bool:
+    try:
+        return any(isinstance(n, ast.Assert) for n in ast.walk(ast.parse(_strip_magics(source))))
+    except SyntaxError:
+        return False
+
+
+def _calls_any(source: str, names: set[str]) -> bool:
+    try:
+        tree = ast.parse(_strip_magics(source))
+    except SyntaxError:
+        return False
+    return any(isinstance(n, ast.Call) and _called(n) in names for n in ast.walk(tree))
+
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(names bound, names read) at any depth of ``source``; empty when it does not parse."""
+    try:
+        tree = ast.parse(_strip_magics(source))
+    except SyntaxError:
+        return set(), set()
+    bound, used = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (used if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.withitem) and isinstance(node.optional_vars, ast.Name):
+            bound.add(node.optional_vars.id)
+    return bound, used
 
 
 def book_problems(notebooks: dict) -> list[str]:

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 from nbformat.v4 import new_code_cell
 
-from fences import RECORD_ENV, SKIP_MARKER, parse_observed
+from fences import RECORD_ENV, SKIP_MARKER, parse_observed, parse_raised
 
 from . import chapter as chapters
 from . import lint
@@ -284,6 +284,9 @@ class Cell(IPyNbCell):
             self.user_properties.append(("observed", observed))
         if labels:
             self.user_properties.append(("labels", labels))
+        raised = parse_raised(text)
+        if raised:
+            self.user_properties.append(("raised", raised))
         if SKIP_MARKER in text:
             pytest.skip(text.split(SKIP_MARKER, 1)[1].strip().splitlines()[0])
 
@@ -335,6 +338,7 @@ class Recorder:
                 "code": props.get("code"), "outcome": report.outcome, "reason": reason,
                 "details": details[-2000:], "proves": props.get("proves", ""),
                 "observed": props.get("observed", {}), "labels": props.get("labels", {}),
+                **({"raised": props["raised"]} if props.get("raised") else {}),
             })
         elif report.failed:
             self.errors.append({"chapter": chapter, "item": item, "cell": props.get("cell"),

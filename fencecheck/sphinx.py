@@ -99,18 +99,27 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
     theme.offer_download(context, f"{pagename}.ipynb")
 
 
+def _offer_wheel(app, pagename, templatename, context, doctree) -> None:
+    """Beside a chapter's ".ipynb" in its download menu: the wheel its first cell installs."""
+    if context.get("ipynb_source"):
+        url = f"{context['pathto']('_sources', 1)}/{WHEEL_DIR.split('/', 1)[1]}/{wheel_name()}"
+        theme.offer_wheel(context, url, wheel_name())
+
+
 #: The wheel of this project, shipped beside the downloadable notebooks.
 WHEEL_DIR = "_sources/book"
 
 SETUP_NOTE = """**Run the next cell first** if you downloaded this notebook. It installs what
-this chapter imports, at the versions the site ran it with: {needs}, and the book's
-helpers (the `fences` package) from `{wheel}`, which the site offers beside this
-notebook: save it in the same folder. When all of them are there already, it installs
-nothing. It does not install torch: the site ran torch {torch}; yours is printed."""
+this chapter imports and your Python lacks ({needs}, the versions the site ran), and the
+book's helpers (the `fences` package) from `{wheel}`, which the site offers beside this
+notebook (the page's download menu): save it in the same folder. It never replaces a
+package you have: where your version differs from the site's it says so, and names the
+fences whose recorded result may depend on it. It does not install torch: the site ran
+torch {torch}; yours is printed."""
 
-SETUP_CODE = """# Installs what this chapter imports, pinned; installs nothing when all are present.
+SETUP_CODE = """# Installs only what is missing; replaces nothing you have.
 import importlib, importlib.metadata as md, pathlib, subprocess, sys
-NEEDS = {needs!r}
+NEEDS = {needs!r}  # distribution: (the site's version, fences that use it)
 WHEEL = {wheel!r}  # the book's helpers, saved beside this notebook
 
 
@@ -121,11 +130,17 @@ def installed(name):
         return None
 
 
-todo = [f"{{n}}=={{v}}" for n, v in NEEDS.items() if installed(n) != v]
-if installed("tensor-fences") != {version!r}:
+todo = [f"{{n}}=={{v}}" for n, (v, _) in NEEDS.items() if installed(n) is None]
+for n, (v, used) in NEEDS.items():
+    if installed(n) not in (None, v):
+        print(f"{{n}} {{installed(n)}} here, {{v}} on the site: kept; its fences may differ:",
+              ", ".join(used) or "none named")
+if installed("tensor-fences") is None:
     if not pathlib.Path(WHEEL).exists():
         raise FileNotFoundError(f"save {{WHEEL}} (offered beside this notebook) here")
     todo.append(WHEEL)
+elif installed("tensor-fences") != {version!r}:
+    print("tensor-fences", installed("tensor-fences"), "here, the site's is {version}: kept")
 if todo:
     subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", *todo])
     importlib.invalidate_caches()
@@ -172,6 +187,46 @@ def chapter_needs(nb) -> dict[str, str]:
     return needs
 
 
+#: Distributions a fence uses through the helpers rather than by name.
+THROUGH_HELPERS = {"hypothesis": ("forall", "strategies", "st", "fst")}
+
+
+def fences_using(nb) -> dict[str, list[str]]:
+    """Distribution -> the ids of the chapter's fences whose code uses it: a name it
+    was imported as (``np`` for numpy), or the helper that runs it (``fences.forall``)."""
+    import ast
+
+    owners = _owners()
+    alias: dict[str, str] = {}  # a name bound by an import -> its top-level module
+    trees = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(lint._strip_magics(cell.source))
+        except SyntaxError:
+            continue
+        trees.append((cell, tree))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                alias.update({(a.asname or a.name).split(".")[0]: a.name.split(".")[0]
+                              for a in node.names})
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                alias.update({a.asname or a.name: node.module.split(".")[0] for a in node.names})
+    found: dict[str, list[str]] = {}
+    for cell, tree in trees:
+        ident = lint.fence_id(cell) if lint.is_fence(cell) else None
+        if not ident:
+            continue
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
+            {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        dists = {d for name in names if name in alias for d in owners.get(alias[name], [])}
+        dists |= {d for d, helpers in THROUGH_HELPERS.items() if names & set(helpers)}
+        for dist in dists:
+            found.setdefault(dist, []).append(ident)
+    return found
+
+
 def wheel_version() -> str:
     """This project's version with the digest of what the wheel holds: a new build of
     other content is a new version, so pip never reuses a stale copy."""
@@ -197,11 +252,12 @@ def setup_cells(nb, app=None) -> list:
     from fences import installed_torch_version
 
     needs = chapter_needs(nb)
+    users = fences_using(nb)
     torch = getattr(installed_torch_version(), "__version__", "unknown")
     listed = ", ".join(f"{n} {v}" for n, v in needs.items()) or "nothing else"
     note = SETUP_NOTE.format(needs=listed, wheel=wheel_name(), torch=torch)
-    code = SETUP_CODE.format(needs=needs, wheel=wheel_name(), version=wheel_version(),
-                             torch=torch)
+    code = SETUP_CODE.format(needs={n: (v, users.get(n, [])) for n, v in needs.items()},
+                             wheel=wheel_name(), version=wheel_version(), torch=torch)
     return [new_markdown_cell(note),
             new_code_cell(code, metadata={"tags": ["setup-for-download"],
                                           "jupyter": {"source_hidden": True}})]
@@ -209,14 +265,39 @@ def setup_cells(nb, app=None) -> list:
 
 def _fold_proofs(app, doctree) -> None:
     """On the page: each proof folded, code and output, behind its ``# Proves:`` text
-    (the fold rule, ``lint.PROOF_TAG``; the notebook's is in ``fencecheck.jupyter``)."""
-    for cell in doctree.findall(nodes.container):
+    (the fold rule, ``lint.PROOF_TAG``; the notebook's is in ``fencecheck.jupyter``);
+    each lesson fence shows its teaching part and output, its check part folded after
+    them behind "✓ N checks" (``lint.lesson_parts``)."""
+    for cell in list(doctree.findall(nodes.container)):
         if cell.get("nb_element") != "cell_code":
             continue
-        if lint.PROOF_TAG not in (cell.get("cell_metadata") or {}).get("tags", []):
-            continue
+        tags = (cell.get("cell_metadata") or {}).get("tags", [])
         source = next((n for n in cell.findall(nodes.literal_block)), None)
-        myst_nb.fold_cell(cell, *lint.fold_caption(source.astext() if source else ""))
+        if lint.PROOF_TAG in tags:
+            myst_nb.fold_cell(cell, *lint.fold_caption(source.astext() if source else ""))
+        elif "fence" in tags and source is not None:
+            _fold_checks(cell, source)
+
+
+def _fold_checks(cell, source) -> None:
+    """Split a lesson fence's code on the page: the teaching part stays in the cell with
+    its output; the check part goes to a cell of its own after it, its code folded."""
+    teaching, checks = lint.lesson_parts(source.astext())
+    if not teaching:
+        return
+    shown = source.deepcopy()
+    shown.children = [nodes.Text(teaching)]
+    shown.rawsource = teaching
+    source.parent.replace(source, shown)
+    folded = source.deepcopy()
+    folded.children = [nodes.Text(checks)]
+    folded.rawsource = checks
+    code = nodes.container(nb_element="cell_code_source", classes=["cell_input"])
+    code += folded
+    after = nodes.container(nb_element="cell_code", classes=["cell", "tf-checks"])
+    after += code
+    myst_nb.fold_cell(after, *lint.checks_caption(lint.check_count(checks)), mode="input")
+    cell.parent.insert(cell.parent.index(cell) + 1, after)
 
 
 def _ship_wheel(app, exception) -> None:
@@ -336,6 +417,26 @@ def _executed_with(app, doctree, docname) -> None:
                        f"{when:%Y-%m-%d}. Every fence on this page passed in that run.")
     title = sections[0].next_node(nodes.title)
     title.parent.insert(title.parent.index(title) + 1, para)
+
+
+def reference_run(runs: list[dict]) -> str:
+    """The run whose words the errors page quotes: the one of the torch building this site
+    (the reference torch, in `make book`), else the newest run."""
+    from fences import installed_torch_version
+
+    here = getattr(installed_torch_version(), "__version__", None)
+    labels = [records.label(r) for r in runs]
+    return next((records.label(r) for r in runs if r.get("torch") == here), labels[-1] if labels else "")
+
+
+def chapter_titles(root: Path) -> dict[str, str]:
+    """Chapter path -> its first heading, for every page in _toc.yml."""
+    titles = {}
+    for path in chapters.toc_files(root):
+        if path.exists():
+            m = re.search(r"^#\s+(.+?)\s*$", path.read_text(encoding="utf-8"), re.M)
+            titles[path.relative_to(root).as_posix()] = records.plain(m.group(1)) if m else path.stem
+    return titles
 
 
 #: The pages of the course, in order; each has a reference page ``<name>-reference``.
@@ -477,15 +578,15 @@ def _skip(self, node):
 class RecordDirective(SphinxDirective):
     """``{record} part``: one part of the Verified-on page, from the record.
 
-    Parts: provenance, summary, never-run, changes, other-values, grid, and
-    mutation (``make mutate``'s scores, from ``mutate-results.json``: a
+    Parts: provenance, summary, never-run, changes, other-values, grid, errors (the
+    errors page: every message a fence proves), and mutation (``make mutate``'s scores, from ``mutate-results.json``: a
     directive, not a code cell, so a new file re-renders the page without
     re-executing it, like the rest of the record).
     """
 
     required_arguments = 1
     PARTS = ("provenance", "summary", "never-run", "changes", "other-values", "grid",
-             "mutation")
+             "mutation", "errors")
 
     def run(self):
         part = self.arguments[0]
@@ -511,6 +612,10 @@ class RecordDirective(SphinxDirective):
             text = verified.other_values_html(records.changes(rec.runs, rec.current), rec.current, url)
         elif part == "mutation":
             text = mutation.section_html(Path(self.env.app.srcdir))
+        elif part == "errors":
+            ref = reference_run(rec.runs)
+            text = verified.errors_html(records.errors(rec.runs, rec.current, ref), url, ref,
+                                        chapter_titles(Path(self.env.app.srcdir)))
         else:
             node = unsearched_html()
             node["html"] = verified.grid_html(rec.runs, rec.current, url)
@@ -575,4 +680,5 @@ def setup(app):
     app.connect("html-page-context", _dedupe_scripts)
     app.connect("source-read", _check_source)
     app.connect("html-page-context", _offer_notebook, priority=500)
+    app.connect("html-page-context", _offer_wheel, priority=900)  # after the theme's menu
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -60,6 +60,12 @@ SKIP_MARKER = "[fence not executed here]"
 #: The prefix ``observe`` prints; the test plugin records what follows.
 OBSERVE_MARKER = "[observed]"
 
+#: The prefix ``raises``/``warns`` print under the test plugin, before the message in
+#: full (JSON: class and text); the record keeps it and the errors page shows it.
+RAISED_MARKER = "[raised]"
+#: Distinct messages kept per fence (a proof that loops over dtypes raises many).
+RAISED_KEPT = 8
+
 #: Set (to "1") in the kernel's environment by the test plugin, which records what
 #: ``observe`` and ``raises`` saw. Unset (the site, a downloaded notebook), they print
 #: nothing: the page stays quiet, and the record keeps every value.
@@ -146,8 +152,35 @@ def raises(expected: type[BaseException] | tuple, match: str):
             ) from exc
         caught.value, caught.message = exc, text
         print(shown_message(exc))
+        _record_raised(type(exc).__name__, text)
     else:
         raise AssertionError(f"expected {names} matching {match!r}, nothing was raised")
+
+
+def _record_raised(kind: str, message: str) -> None:
+    """Under the test plugin, the message in full for the record (one JSON line)."""
+    if recording():
+        import json
+
+        print(f"{RAISED_MARKER} {json.dumps({'class': kind, 'message': message})}")
+
+
+def parse_raised(text: str) -> list[dict]:
+    """The ``[raised]`` lines in a cell's output: each distinct (class, message), in
+    order, at most ``RAISED_KEPT``."""
+    import json
+
+    found: list[dict] = []
+    for line in text.splitlines():
+        if not line.startswith(RAISED_MARKER):
+            continue
+        try:
+            item = json.loads(line[len(RAISED_MARKER):])
+        except ValueError:
+            continue
+        if item not in found and len(found) < RAISED_KEPT:
+            found.append(item)
+    return found
 
 
 def _check_pattern(match: str) -> None:
@@ -185,6 +218,7 @@ def warns(expected: type[Warning], match: str):
         if issubclass(w.category, expected) and re.search(match, str(w.message)):
             caught.value, caught.message = w.message, str(w.message)
             print(f"{w.category.__name__}: {_first_line(str(w.message))}")
+            _record_raised(w.category.__name__, str(w.message))
             return
     others = "; ".join(f"{w.category.__name__}: {w.message}" for w in seen) or "none"
     raise AssertionError(

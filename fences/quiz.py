@@ -84,31 +84,17 @@ def _code(value) -> str:
 
 
 def spellings(answer) -> list[str]:
-    """The typed texts accepted for ``answer`` (a string question): its repr, and for a
-    tuple of ints (a shape, a stride) or a dtype the other usual ways to write it."""
-    seen: list[str] = []
-
-    def add(text):
-        if text not in seen:
-            seen.append(text)
-
-    add(shown(answer))
+    """The typed texts accepted for ``answer`` (a string question): its repr; a tuple of
+    ints (a shape, a stride) as a tuple's repr, ``(2, 3)``, which the page also makes of
+    what the reader types as ``2,3``, ``[2, 3]`` or ``torch.Size([2, 3])`` (``_AFTER``);
+    a dtype also without ``torch.`` (``float32``)."""
     if isinstance(answer, tuple) and all(isinstance(v, int) and not isinstance(v, bool)
                                          for v in answer):
-        items = [str(v) for v in answer]
-        for sep in (", ", ","):
-            body = sep.join(items)
-            one = "," if len(items) == 1 else ""
-            add(f"({body}{one})")
-            add(f"[{body}]")
-            add(f"torch.Size([{body}])")
-            if items:
-                add(body)
-                add(f"({body})")
+        return [repr(tuple(answer))]
     text = shown(answer)
     if text.startswith("torch.") and type(answer).__name__ == "dtype":
-        add(text[len("torch."):])
-    return seen
+        return [text, text[len("torch."):]]
+    return [text]
 
 
 def quiz_question(question: str, answer, choices=None, explain="") -> dict:
@@ -119,7 +105,8 @@ def quiz_question(question: str, answer, choices=None, explain="") -> dict:
     if not isinstance(question, str) or not question.strip():
         raise ValueError("quiz: the question is a non-empty string")
     reasons = dict(explain) if isinstance(explain, dict) else {}
-    general = "" if isinstance(explain, dict) else str(explain or "")
+    # A mapping's None entry is the text for a wrong answer it does not list (a typed one).
+    general = reasons.pop(None, "") if isinstance(explain, dict) else str(explain or "")
 
     def feedback(value, right: bool) -> str:
         why = general
@@ -179,6 +166,21 @@ _AFTER = """
       var q = inp.closest('.Quiz').querySelector('[id^="quizQn"]');
       inp.setAttribute('aria-label', (lab ? lab.textContent + ' ' : '') + (q ? q.textContent : ''));
       if (lab && inp.id) { lab.htmlFor = inp.id; }
+    });
+    // A typed tuple is read as Python would print it: "2,3", "[2, 3]", "torch.Size([2, 3])"
+    // become "(2, 3)" when Enter is pressed (before jupyterquiz's keypress grades it).
+    root.querySelectorAll('.StringQn').forEach(function (qn) {
+      var inp = qn.parentElement.querySelector('input.Input-text');
+      if (!inp) { return; }
+      inp.addEventListener('keydown', function (e) {
+        if (e.key !== 'Enter' || !inp.value.trim()) { return; }
+        var v = inp.value.trim().replace(/^torch\\.Size\\(\\s*(.*)\\)$/, '$1').trim();
+        v = v.replace(/^[\\[(]\\s*(.*?)\\s*[\\])]$/, '$1');
+        if (/^(-?\\d+\\s*(,\\s*-?\\d+\\s*)*,?)?$/.test(v)) {
+          var n = v.match(/-?\\d+/g) || [];
+          inp.value = '(' + n.join(', ') + (n.length === 1 ? ',' : '') + ')';
+        }
+      });
     });
     root.querySelectorAll('.%(pending)s').forEach(function (p) { p.remove(); });
     root.dataset.rendered = "1";

@@ -212,3 +212,79 @@ def test_a_downloaded_notebook_installs_what_its_chapter_imports():
                                  "numpy": metadata.version("numpy")}
     other = new_notebook(cells=[new_code_cell("import ml_dtypes")])
     assert chapter_needs(other) == {"ml_dtypes": metadata.version("ml_dtypes")}
+
+
+def test_a_lesson_fence_becomes_a_teaching_cell_and_a_collapsed_check_cell():
+    """In the notebook a lesson fence is two cells that, run in order, do what it did."""
+    out = new_output("stream", name="stdout", text="(4, 1)\n")
+    fence = new_code_cell("x = f()\nfences.show(x)\n# Proves: x.\nassert x == 1",
+                          metadata={"tags": ["fence"], "fence-id": "f"}, outputs=[out])
+    old = new_code_cell("# Proves: x.\nassert 1", metadata={"tags": ["fence"]})
+    nb = jupyter.for_jupyter(new_notebook(cells=[fence, old]), EXT)
+    teach, checks, legacy = nb.cells
+    assert teach.source == "x = f()\nfences.show(x)" and teach.outputs == [out]
+    assert checks.source == "# Proves: x.\nassert x == 1" and checks.outputs == []
+    assert checks.metadata["jupyter"] == {"source_hidden": True}
+    assert checks.metadata["tags"] == [jupyter.CHECKS_TAG]
+    assert legacy.source == "# Proves: x.\nassert 1" and "jupyter" not in legacy.metadata
+
+
+def run_setup(tmp_path, needs: dict, installed: dict) -> tuple[list, str]:
+    """Run the downloaded notebook's setup code with pip and the installed versions faked:
+    (what it asked pip to install, what it printed)."""
+    import contextlib
+    import io
+    import types
+
+    from fencecheck import sphinx
+
+    code = sphinx.SETUP_CODE.format(needs=needs, wheel=str(tmp_path / "h.whl"), version="9",
+                                    torch="2.13.0")
+    (tmp_path / "h.whl").write_text("")
+    calls = []
+    fake_md = types.SimpleNamespace(PackageNotFoundError=LookupError,
+                                    version=lambda n: installed[n] if n in installed
+                                    else (_ for _ in ()).throw(LookupError(n)))
+    fake_sub = types.SimpleNamespace(check_call=lambda cmd: calls.append(cmd[5:]))
+    code = code.replace("import importlib, importlib.metadata as md, pathlib, subprocess, sys",
+                        "import importlib, pathlib, sys")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(code, {"md": fake_md, "subprocess": fake_sub})  # noqa: S102
+    return calls, printed.getvalue()
+
+
+def test_the_setup_cell_installs_only_what_is_missing_and_replaces_nothing(tmp_path):
+    needs = {"numpy": ("2.4.6", ["a-np-fence"]), "ml_dtypes": ("0.6.0", [])}
+    calls, said = run_setup(tmp_path, needs, {"numpy": "2.1.0", "torch": "2.13.0",
+                                              "tensor-fences": "8"})
+    assert calls == [["ml_dtypes==0.6.0"]]            # missing: installed; numpy kept
+    assert "numpy 2.1.0 here, 2.4.6 on the site: kept; its fences may differ: a-np-fence" in said
+    assert "tensor-fences 8 here, the site's is 9: kept" in said
+    calls, said = run_setup(tmp_path, needs, {"numpy": "2.4.6", "ml_dtypes": "0.6.0",
+                                              "torch": "2.13.0"})
+    assert calls == [[str(tmp_path / "h.whl")]] and "kept" not in said
+
+
+def test_fences_using_names_the_fences_of_each_distribution():
+    from fencecheck.sphinx import fences_using
+
+    nb = new_notebook(cells=[
+        new_code_cell("import numpy as np\nimport ml_dtypes"),
+        new_code_cell("# Proves: a.\nassert np.int8(1) == 1", metadata={"tags": ["fence"], "fence-id": "a"}),
+        new_code_cell("# Proves: b.\n@fences.forall(x)\ndef f(x):\n    assert x",
+                      metadata={"tags": ["fence"], "fence-id": "b"}),
+        new_code_cell("# Proves: c.\nassert 1 == int('1')", metadata={"tags": ["fence"], "fence-id": "c"})])
+    assert fences_using(nb) == {"numpy": ["a"], "hypothesis": ["b"]}
+
+
+def test_the_wheel_is_offered_beside_the_notebook_in_the_download_menu():
+    from fencecheck.upstream import theme
+
+    theme.check()
+    context = {"header_buttons": [{"label": "download-buttons", "buttons": [
+        {"label": "download-notebook-button"}, {"label": "download-source-button"}]}]}
+    assert theme.offer_wheel(context, "../_sources/book/h.whl", "h.whl")
+    labels = [b["label"] for b in context["header_buttons"][0]["buttons"]]
+    assert labels == ["download-notebook-button", "download-wheel-button", "download-source-button"]
+    assert not theme.offer_wheel({"header_buttons": []}, "u", "h.whl")

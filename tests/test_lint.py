@@ -218,3 +218,69 @@ def test_a_chapter_may_not_import_the_verifier():
                    "importlib.import_module('fencecheck.lint')"):
         assert any("imports fencecheck" in p for p in problems(fence(f"{source}\nassert f()")))
     assert not any("fencecheck" in p for p in problems(fence("import fences\nassert f()")))
+
+
+# --- the lesson form of standard 3 (lint.lesson_problems, lint.exponent_problems) ---
+
+FORM3 = HEADER[:-4] + "tensor-fences: {form: 3}\n---\n"
+
+
+def lesson(body: str) -> list[str]:
+    text = FORM3 + body
+    return chapter.lint_problems(text, read(text))
+
+
+def code(source: str, tags: str = "", ident: str | None = None) -> str:
+    meta = (f":tags: [{tags}]\n" if tags else "") + (f":fence-id: {ident}\n" if ident else "")
+    return f"```{{code-cell}} ipython3\n{meta}{source}\n```\n\n"
+
+
+IMPORTS = code("import torch\nimport fences")
+SHOWN = code("x = torch.zeros(2)\nfences.show(x)\n# Proves: zeros.\nassert x.sum() == 0",
+             "fence", "shown")
+
+
+def test_a_form3_lesson_passes_and_its_parts_split_at_proves():
+    assert lesson("# T\n\n" + IMPORTS + SHOWN) == []
+    teaching, checks = lint.lesson_parts("x = 1\nfences.show(x)\n# Proves: one.\nassert x")
+    assert teaching == "x = 1\nfences.show(x)" and checks == "# Proves: one.\nassert x"
+    assert lint.lesson_parts("# Proves: one.\nassert x") == ("", "# Proves: one.\nassert x")
+    assert lint.check_count("assert a\nwith fences.raises(E, 'abc'):\n    f()\nassert b") == 3
+    assert lint.checks_caption(1)[0] == "✓ 1 check"
+
+
+@pytest.mark.parametrize("source, why", [
+    ("# Proves: zeros.\nassert torch.zeros(1).sum() == 0", "no teaching part"),
+    ("x = torch.zeros(2)\nassert x.sum() == 0\nfences.show(x)\n# Proves: zeros.\nassert x.sum() == 0",
+     "an assert before the `# Proves:` line"),
+    ("x = torch.zeros(2)\n# Proves: zeros.\nassert x.sum() == 0", "the teaching part shows nothing"),
+])
+def test_a_form3_lesson_fence_must_teach_and_show(source, why):
+    found = lesson("# T\n\n" + IMPORTS + code(source, "fence", "f"))
+    assert any(why in p for p in found), found
+    # the same fence in a chapter without form 3 is not held to the form
+    assert not any(why in p for p in problems("# T\n\n" + IMPORTS + code(source, "fence", "f")))
+
+
+def test_a_visible_cell_may_not_use_a_name_from_a_folded_cell():
+    proof = code("# Proves: y is a view.\ny = torch.zeros(3)\nassert y.sum() == 0", "fence, proof", "p")
+    hidden = code("z = 2", "remove-cell")
+    uses = code("fences.show(y.shape, z)\n# Proves: y.\nassert y.shape == (3,)", "fence", "u")
+    found = lesson("# T\n\n" + IMPORTS + proof + hidden + uses)
+    assert any("uses `y`, defined only in line" in p and "(fence p)" in p for p in found), found
+    assert any("uses `z`, defined only in" in p for p in found), found
+    # defined again in a visible cell first: fine
+    fixed = lesson("# T\n\n" + IMPORTS + proof + hidden + code("y = torch.zeros(3)\nz = 2") + uses)
+    assert fixed == [], fixed
+
+
+def test_a_long_proof_caption_is_refused_in_form3():
+    long = "# Proves: " + "word " * 30 + "\nassert torch.zeros(1).sum() == 0"
+    found = lesson("# T\n\n" + IMPORTS + code(long, "fence, proof", "long"))
+    assert any("the proof's caption is" in p for p in found), found
+
+
+def test_an_exponent_in_prose_is_refused_and_in_code_allowed():
+    assert any("`**` as an exponent" in p for p in problems("# T\n\nAn int past 2**63 here.\n"))
+    assert problems("# T\n\nAn int past `2**63`, or 2⁶³.\n\n```python\nx = 2**63\n```\n") == []
+    assert problems("# T\n\n" + code("x = 2**63\nprint(x)")) == []

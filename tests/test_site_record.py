@@ -27,6 +27,7 @@ CHANGES = ("# Proves: the flag is a bool.\nimport fences\n"
            "# Records: x.flag: whether herons fly (the book's words win over the label)\n"
            "assert fences.observe('x.flag', True) in (True, False)")
 NEEDS_GPU = "# Proves: a CUDA tensor is on CUDA.\nimport fences\nif fences.needs('cuda'):\n    assert True is not False"
+TAUGHT = "x = 1 + 1\nprint(x)\n# Proves: one plus one is two.\nassert x == 2\nassert x > 1"
 GRID_ONLY = "zebraquux"  # a fence id: it appears in the grid and nowhere else on the site
 
 
@@ -54,12 +55,12 @@ def result(release: str, build: str, flag: str, code_of: dict[str, str]) -> dict
 def lay_out(root: Path) -> None:
     (root / "book").mkdir()
     (root / "results").mkdir()
-    code_of = {GRID_ONLY: HOLDS, "flag-check": CHANGES, "gpu-only": NEEDS_GPU}
+    code_of = {GRID_ONLY: HOLDS, "flag-check": CHANGES, "gpu-only": NEEDS_GPU, "taught": TAUGHT}
     (root / "book" / "index.md").write_text(HEADER + "# Home\n\nA test book.\n")
     (root / "book" / "a.md").write_text(
         HEADER + "# Chapter A\n\n## Sums\n\n" + fence(GRID_ONLY, HOLDS, "fence, proof")
         + "\n## Flags\n\n" + fence("flag-check", CHANGES) + "\n## On a GPU\n\n"
-        + fence("gpu-only", NEEDS_GPU))
+        + fence("gpu-only", NEEDS_GPU) + "\n## Taught\n\n" + fence("taught", TAUGHT))
     verified = (Path(__file__).resolve().parents[1] / "book" / "verified.md").read_text()
     (root / "book" / "verified.md").write_text(verified)
     for release, build, flag in (("2.8.0", "CUDA 12.8", "False"), ("2.11.0", "CUDA 12.8", "True"),
@@ -121,7 +122,7 @@ def test_a_badge_only_where_there_is_news_linking_to_its_row(site):
         ("gpu", "verified.html#fence-gpu-only", "not yet run on a GPU"),
     ], found
     assert f'id="fence-{GRID_ONLY}"' in site[2]["a"]  # the Verified-on page links back here
-    assert "1 of the 3 fences on this page hold on 2.8.0 – 2.15.0; 1 differs by release " \
+    assert "2 of the 4 fences on this page hold on 2.8.0 – 2.15.0; 1 differs by release " \
         "or build, 1 has a GPU part not yet run" in site[2]["a"]
 
 
@@ -129,13 +130,24 @@ def test_a_proof_is_folded_behind_its_proves_line(site):
     page = site[2]["a"]
     folds = re.findall(r'<details class="[^"]*hide above-input">\s*<summary[^>]*>\s*'
                        r'<p class="collapsed admonition-title">([^<]*)</p>', page)
-    assert folds == ["Proof: one plus one is two. Show the code"], folds
-    assert page.count("<details") == 1  # the lesson fences stay open
+    assert folds == ["Proof: one plus one is two. Show the code", "✓ 2 checks"], folds
+    assert page.count("<details") == 2  # the other lesson fences stay open
+
+
+def test_a_lesson_fence_shows_its_teaching_part_and_folds_its_checks(site):
+    """The teaching lines stay in the fence's cell; the check part, from `# Proves:` on,
+    is a cell of its own right after it, its code folded behind "✓ 2 checks"."""
+    page = site[2]["a"]
+    cell = page[page.index('id="fence-taught"'):]
+    shown, _, rest = cell.partition("tf-checks")
+    assert "print" in shown and "assert" not in shown and "Proves" not in shown
+    folded = rest[:rest.index("</details>")]
+    assert "✓ 2 checks" in folded and "Proves" in folded and folded.count("assert") == 2
 
 
 def test_verified_page_has_true_counts_changes_and_the_grid(site):
     page = site[2]["verified"]
-    assert "The book has <b>3</b> fences" in page
+    assert "The book has <b>4</b> fences" in page
     assert "Current results for <b>3</b> releases (2.8.0, 2.11.0, 2.15.0)" in page
     assert "<b>Stale: results/2.9.1.json</b>" in page
     assert '<td data-label="behaviour">whether herons fly (the book&#x27;s words win over the label)</td>' \

@@ -63,7 +63,7 @@ SEARCHES = {"stride": "views", "promotion": "promotion", "bfloat16": "dtypes",
             "accelerator": "devices", "from_numpy": "creation"}
 
 # Measured in the page: facts a reader would see, as one JSON object.
-LAYOUT_JS = """() => {
+LAYOUT_JS = r"""() => {
   const pres = [...document.querySelectorAll('div.cell_input pre')];
   const wrapping = pres.filter(p => !['pre', 'nowrap'].includes(getComputedStyle(p).whiteSpace));
   const glued = [...document.querySelectorAll('span.pasted-text, span.pasted-inline')];
@@ -72,6 +72,11 @@ LAYOUT_JS = """() => {
     wrapping: wrapping.length,
     bold: glued.filter(g => parseInt(getComputedStyle(g).fontWeight) >= 600).length,
     executed: document.querySelectorAll('p.tf-executed').length,
+    clipped: [...document.querySelectorAll('.tf-scroll')].filter(d =>
+        d.offsetParent !== null && !d.closest('details:not([open])') &&
+        d.scrollWidth > d.clientWidth + 1).length,
+    dumps: [...document.querySelectorAll('table.tf-changes td')].filter(td =>
+        /\{'|\['|\('|': /.test(td.innerText)).length,
     cells: document.querySelectorAll('div.cell').length,
   };
 }"""
@@ -100,6 +105,82 @@ MEASURE_JS = """() => {
     observed: (text.match(/\\[observed\\]/g) || []).length,
   };
 }"""
+
+
+# The lesson form's measures (standard 3), for a lesson that declares it
+# (``tensor-fences: {form: 3}``): what a reader sees happen, and how long it takes.
+#: Reading time: prose words at READ_WPM a minute plus each visible code line at
+#: CODE_LINE_S seconds, over the teaching part (from the top to the exercises).
+READ_WPM, CODE_LINE_S = 200, 6
+FORM3_GOALS = {"showing": 0.9, "minutes": 30, "teaching_screens": 12}
+FORM3_JS = """() => {
+  const article = document.querySelector('article') || document.querySelector('main');
+  const ex = document.querySelector('section#exercises');
+  const top = el => el.getBoundingClientRect().top + window.scrollY;
+  const end = ex ? top(ex) : Infinity;
+  const before = el => top(el) < end;
+  const fences = [...document.querySelectorAll('div.cell.tag_fence:not(.tag_proof)')].filter(before);
+  const out = c => [...c.querySelectorAll('div.cell_output')].map(o => o.innerText.trim()).join('\\n');
+  const showing = fences.filter(c => out(c).length > 0 ||
+                                     c.querySelector('div.cell_output .Quiz, div.cell_output [id^=Quiz]'));
+  const raising = fences.filter(c => /fences\\.(raises|warns)\\(/.test(c.innerText) ||
+      (c.nextElementSibling && c.nextElementSibling.classList.contains('tf-checks') &&
+       /fences\\.(raises|warns)\\(/.test(c.nextElementSibling.textContent)));
+  const silent = raising.filter(c => !/\\b\\w*(Error|Warning|Exception)\\b[^\\n]*:/.test(out(c)))
+                        .map(c => (c.id || '').replace('fence-', '') || '?');
+  const copy = article.cloneNode(true);
+  copy.querySelectorAll('div.cell, details, section#exercises, .tf-page-record, script, style')
+      .forEach(n => n.remove());
+  // the copy is not laid out: drop what follows the exercises by document order instead
+  const words = (ex ? (() => { const r = document.createRange();
+      r.setStartBefore(article.firstChild); r.setEndBefore(ex);
+      const f = r.cloneContents();
+      f.querySelectorAll('div.cell, details, .tf-page-record, script, style').forEach(n => n.remove());
+      return f.textContent; })() : copy.textContent).split(/\\s+/).filter(w => /\\w/.test(w)).length;
+  const shown = el => el.offsetParent !== null && !el.closest('details:not([open])');
+  const code = [...document.querySelectorAll('div.cell_input pre')].filter(shown).filter(before)
+      .reduce((n, p) => n + p.innerText.replace(/\\n$/, '').split('\\n').length, 0);
+  return {fences: fences.length, showing: showing.length, silent, words, code_lines: code,
+          teaching_screens: Math.round((ex ? top(ex) : top(article) + article.offsetHeight)
+                                       / window.innerHeight * 10) / 10};
+}"""
+
+
+def form3_facts(facts: dict) -> dict:
+    """The lesson form's figures from the page's raw counts: the share of lesson fences
+    that show an output and the estimated reading time in minutes."""
+    share = facts["showing"] / facts["fences"] if facts["fences"] else 1.0
+    minutes = facts["words"] / READ_WPM + facts["code_lines"] * CODE_LINE_S / 60
+    return {**facts, "share": round(share, 3), "minutes": round(minutes, 1)}
+
+
+def form3_problems(facts: dict) -> list[str]:
+    """Each lesson-form measure past its goal, in a reader's words."""
+    f = form3_facts(facts)
+    problems = []
+    if f["share"] < FORM3_GOALS["showing"]:
+        problems.append(f"{f['showing']} of {f['fences']} lesson fences show an output: "
+                        f"{f['share']:.0%}, under the goal of {FORM3_GOALS['showing']:.0%}")
+    if f["silent"]:
+        problems.append(f"raise/warn fence(s) that show no message: {', '.join(f['silent'])}")
+    if f["minutes"] > FORM3_GOALS["minutes"]:
+        problems.append(f"about {f['minutes']} minutes to read ({f['words']} prose words at "
+                        f"{READ_WPM} a minute, {f['code_lines']} code lines at {CODE_LINE_S} s), "
+                        f"over the goal of {FORM3_GOALS['minutes']}")
+    if f["teaching_screens"] > FORM3_GOALS["teaching_screens"]:
+        problems.append(f"{f['teaching_screens']} screens at 1400×900 to the exercises, over the "
+                        f"goal of {FORM3_GOALS['teaching_screens']}")
+    return problems
+
+
+def measure_form3(browser, url: str, pagename: str) -> dict:
+    page = browser.new_page(viewport={"width": SCREEN[0], "height": SCREEN[1]},
+                            color_scheme="light")
+    page.goto(f"{url}/{pagename}.html", wait_until="load")
+    page.wait_for_timeout(300)
+    facts = page.evaluate(FORM3_JS)
+    page.close()
+    return form3_facts(facts)
 
 
 def measure_problems(facts: dict) -> list[str]:
@@ -218,6 +299,12 @@ def layout_problems(facts: dict) -> list[str]:
                         "(a wrapped line reads as another statement)")
     if facts["bold"]:
         problems.append(f"{facts['bold']} glued value(s) rendered bold")
+    if facts.get("clipped"):
+        problems.append(f"{facts['clipped']} table(s) clipped on the right (they scroll "
+                        "inside their box)")
+    if facts.get("dumps"):
+        problems.append(f"{facts['dumps']} cell(s) of What changed show a raw dict, list or "
+                        "tuple instead of words")
     if facts["cells"] and not facts["executed"]:
         problems.append("no 'Executed with torch ...' line on an executed page")
     return problems
@@ -257,13 +344,10 @@ QUIZ_JS = """() => [...document.querySelectorAll('div.tf-quiz')].map(d => ({
 
 def lesson_form(pagename: str, root: Path = ROOT) -> int | None:
     """The lesson form a page's front matter declares (``tensor-fences: {form: 3}``)."""
-    from fencecheck.chapter import front_matter
+    from fencecheck.chapter import form
 
     source = root / f"{pagename}.md"
-    if not source.exists():
-        return None
-    meta = front_matter(source.read_text(encoding="utf-8")).get("tensor-fences") or {}
-    return meta.get("form") if isinstance(meta, dict) else None
+    return form(source.read_text(encoding="utf-8")) if source.exists() else None
 
 
 def _feedback(wrapper) -> tuple[str, str]:
@@ -460,6 +544,39 @@ def check_search(page, url: str, query: str, chapter: str) -> list[str]:
     return []
 
 
+ERRORS = "book/errors"
+#: How far down the site search's results the explaining page may be.
+ERROR_RANK = 3
+
+
+def error_messages(page, url: str) -> list[tuple[str, str]]:
+    """(message as printed, the page that explains it) for each entry of the errors page."""
+    page.goto(f"{url}/{ERRORS}.html", wait_until="load")
+    return page.evaluate("""() => [...document.querySelectorAll('div.tf-error')].map(d => [
+        d.querySelector('p.tf-error-message').innerText.trim(),
+        (d.querySelector('a[href*="#fence-"]') || {}).getAttribute('href') || ''])""")
+
+
+def check_error_search(page, url: str, message: str, explained: str) -> list[str]:
+    """The full message pasted into the site's search lists the explaining page (or the
+    errors page) among the first ``ERROR_RANK`` results."""
+    from urllib.parse import quote
+
+    target = explained.split("#")[0].split("/")[-1] or "errors.html"
+    page.goto(f"{url}/search.html?q={quote(message)}", wait_until="load")
+    try:
+        page.wait_for_selector("ul.search li a", timeout=15000)
+    except Exception:  # noqa: BLE001 - a timeout is the failure we report
+        return [f"search for the message {message[:90]!r} found nothing"]
+    links = page.locator("ul.search li a")
+    hrefs = [links.nth(i).get_attribute("href") or "" for i in range(min(links.count(), ERROR_RANK))]
+    pages = [h.split("?")[0].split("#")[0].split("/")[-1] for h in hrefs]
+    if target not in pages and "errors.html" not in pages:
+        return [f"search for the message {message[:90]!r} lists {pages}, not {target} "
+                f"or errors.html, in its first {ERROR_RANK}"]
+    return []
+
+
 VERIFIED = "book/verified"
 
 
@@ -502,13 +619,15 @@ BAD = HEAD.format(title="Bad page") + """<body><main>
 <div class="cell tag_fence"><p class="tf-badge-line"><a class="tf-badge tf-badge-holds"
 href="#">holds on 2.8.0</a></p><div class="cell_input"><pre>assert 1 == 2</pre></div></div>
 <p style="color:#bbb;background:#fff">faint text</p>
+<div class="tf-scroll" style="overflow-x:auto;max-width:200px"><table class="tf-changes"><tr>
+<td style="white-space:nowrap">{'float16': 1.0, 'bfloat16': 1.0} and more words in a row</td></tr></table></div>
 <div class="output traceback"><pre>Traceback (most recent call last): AssertionError</pre></div>
 <script>console.error("boom")</script></main></body></html>"""
 #: Each defect planted in BAD, and the words the checker must fail it with.
 PLANTED = ["traceback output", "Traceback (most recent", "rendered empty", "no .ipynb download",
            "console: boom", "rendered bold", "wrap lines", "scrolls sideways",
            "no 'Executed with torch", "color-contrast", "1 fences and no line saying",
-           "badge(s) that carry no news"]
+           "badge(s) that carry no news", "clipped on the right", "show a raw dict"]
 #: A lesson planted with each measure over its goal, and one within every goal.
 LONG = "\n".join(f"x{n} = {n}" for n in range(20))
 BAD_LESSON = HEAD.format(title="Long lesson") + f"""<body><main><article>
@@ -524,7 +643,28 @@ GOOD_LESSON = HEAD.format(title="Short lesson") + f"""<body><main><article>
 <section id="exercises"><h2>Exercises</h2></section>
 <div style="height:{40 * SCREEN[1]}px">the reference, after the exercises</div>
 </article></main></body></html>"""
-MEASURED = ["26.", "shows 20 lines", "1 visible output(s)", "1 [observed] line"]
+#: What the long lesson must be failed for: each measure over its goal, whatever the
+#: exact figure a machine's fonts give.
+MEASURED = ["screens at 1400×900 to the end of the exercises", "shows 20 lines",
+            "1 visible output(s)", "1 [observed] line"]
+#: A form-3 lesson: two fences, one silent, one raise claim without its message, too
+#: long to read and to scroll; and one within every goal.
+PROSE = " ".join(["word"] * 7000)
+BAD_FORM3 = HEAD.format(title="Form 3 lesson") + f"""<body><main><article>
+<h1>Form 3 lesson</h1><p>{PROSE}</p><div style="height:{14 * SCREEN[1]}px"></div>
+<div class="cell tag_fence" id="fence-silent"><div class="cell_input"><pre>x = 1</pre></div></div>
+<div class="cell tag_fence" id="fence-mute"><div class="cell_input"><pre>with fences.raises(E, "m"):
+    f()</pre></div><div class="cell_output"><pre>done</pre></div></div>
+<section id="exercises"><h2>Exercises</h2></section></article></main></body></html>"""
+GOOD_FORM3 = HEAD.format(title="Form 3 lesson") + """<body><main><article>
+<h1>Form 3 lesson</h1><p>A few words.</p>
+<div class="cell tag_fence" id="fence-loud"><div class="cell_input"><pre>with fences.raises(E, "m"):
+    f()</pre></div><div class="cell_output"><pre>RuntimeError: m here</pre></div></div>
+<div class="cell tf-checks"><details><summary>✓ 1 check</summary><pre>assert x</pre></details></div>
+<section id="exercises"><h2>Exercises</h2></section>
+<div style="height:30000px">after the exercises</div></article></main></body></html>"""
+MEASURED_FORM3 = ["1 of 2 lesson fences show an output", "show no message: mute",
+                  "minutes to read", "screens at 1400×900 to the exercises"]
 
 
 def self_test(browser) -> list[str]:
@@ -538,8 +678,19 @@ def self_test(browser) -> list[str]:
         Path(tmp, "good.ipynb").write_text("{}")
         Path(tmp, "lesson-bad.html").write_text(BAD_LESSON)
         Path(tmp, "lesson-good.html").write_text(GOOD_LESSON)
+        Path(tmp, "form3-bad.html").write_text(BAD_FORM3)
+        Path(tmp, "form3-good.html").write_text(GOOD_FORM3)
         server, url = serve(Path(tmp))
         try:
+            for name, expected in (("form3-good", []), ("form3-bad", MEASURED_FORM3)):
+                problems = form3_problems(measure_form3(browser, url, name))
+                if not expected and problems:
+                    failures.append(f"self-test: a form-3 lesson within the goals was failed: "
+                                    f"{problems}")
+                for e in expected:
+                    if not any(e in p for p in problems):
+                        failures.append(f"self-test: the bad form-3 lesson was not failed for "
+                                        f"{e!r}: {problems}")
             for name, expected in (("lesson-good", []), ("lesson-bad", MEASURED)):
                 problems = measure_problems(measure(browser, url, name))
                 if not expected and problems:
@@ -601,6 +752,21 @@ def main(argv: list[str]) -> int:
                     {**facts, "screens": 0, "visible_cell": 0, "long_outputs": 0})
                 checks += 1
                 failures += report(f"{name}: the reader's measures", problems)
+                if lesson:
+                    f3 = measure_form3(browser, url, name)
+                    form3 = lesson_form(name) == 3
+                    print(f"     lesson form {name}: {f3['showing']} of {f3['fences']} lesson "
+                          f"fences show output ({f3['share']:.0%}), {len(f3['silent'])} raise/warn "
+                          f"fences without their message, about {f3['minutes']} minutes to read "
+                          f"({f3['words']} prose words, {f3['code_lines']} visible code lines), "
+                          f"{f3['teaching_screens']} screens to the exercises; visible cells "
+                          f"using a folded name: refused by the lint"
+                          + ("" if form3 else " (not yet in form 3: printed, not enforced)"),
+                          flush=True)
+                    if form3:
+                        checks += 1
+                        failures += report(f"{name}: the lesson form's measures",
+                                           form3_problems(f3))
             # Quick checks: every lesson of the new form (its front matter), and the drill.
             for name in pages:
                 drill = name == DRILL
@@ -617,6 +783,19 @@ def main(argv: list[str]) -> int:
                 page.close()
                 checks += 1
                 failures += report(f"search {query!r}", problems)
+            if ERRORS in pages:
+                page = browser.new_page()
+                found = error_messages(page, url)
+                problems = [] if found else ["the errors page lists no message"]
+                # the check can fail: a message no page holds is not found
+                if not check_error_search(page, url, "zqxvj wombat flux capacitor", ERRORS):
+                    problems.append("self-test: a message on no page passed the search check")
+                for message, explained in found:
+                    problems += check_error_search(page, url, message, explained)
+                page.close()
+                checks += 1
+                failures += report(f"search: each of the {len(found)} messages on the errors "
+                                   f"page finds its explanation in the first {ERROR_RANK}", problems)
             problems = check_badge_link(browser, url, [n for n in pages if n != VERIFIED])
             checks += 1
             failures += report("a badge opens its row on the Verified-on page", problems)

@@ -62,12 +62,13 @@ def exec_data(env, docname: str) -> dict | None:
     return NbMetadataCollector.get_doc_data(env).get(docname, {}).get("exec_data")
 
 
-def fold_cell(cell, show: str, hide: str) -> None:
+def fold_cell(cell, show: str, hide: str, mode: str = "all") -> None:
     """Fold a code cell's source and outputs behind one summary, as the ``hide-cell`` tag
-    does: myst-nb's ``HideInputCells`` post-transform reads ``hide_mode``,
-    ``prompt_show`` and ``prompt_hide`` from the cell's container node. Set before
-    post-transforms run (``doctree-read``)."""
-    cell["hide_mode"] = "all"
+    does (``mode="input"``: its source only, as ``hide-input``): myst-nb's
+    ``HideInputCells`` post-transform reads ``hide_mode``, ``prompt_show`` and
+    ``prompt_hide`` from the cell's container node. Set before post-transforms run
+    (``doctree-read``)."""
+    cell["hide_mode"] = mode
     cell["prompt_show"] = show
     cell["prompt_hide"] = hide
 
