@@ -64,6 +64,27 @@ MAX_VISIBLE_LINES = 15
 #: A fence is a claim on the page: it may be folded, never removed from it.
 REMOVING_TAGS = {"remove-cell", "remove-input"}
 
+#: The reading-time estimate, in one place (the landing page and check-site use it):
+#: prose words at READ_WPM a minute plus each visible code line at CODE_LINE_S seconds.
+READ_WPM, CODE_LINE_S = 200, 6
+
+
+def reading_minutes(words: int, code_lines: int) -> float:
+    return words / READ_WPM + code_lines * CODE_LINE_S / 60
+
+
+def visible_code(cell) -> str:
+    """What of a code cell the page shows without a click: a lesson fence's teaching part,
+    an unfolded cell whole, nothing of a proof or a folded cell."""
+    tags = set(cell.metadata.get("tags", []))
+    if tags & FOLDING_TAGS:
+        return ""
+    if "fence" in tags:
+        teaching, _ = lesson_parts(cell.source)
+        return teaching or cell.source
+    return cell.source
+
+
 #: A proof's caption, the ``# Proves:`` text shown on the fold: one line at 1400 px.
 MAX_CAPTION = 110
 #: The calls that show something on the page (a teaching part must make one).
@@ -471,7 +492,9 @@ def lesson_problems(nb, lines: list[int] | None = None) -> list[str]:
         ident = fence_id(cell)
         if ident:
             where += f" (fence {ident})"
-        if "fence" in tags and PROOF_TAG in tags:
+        if in_solution:
+            visible, folded = "", cell.source   # a solution is collapsed: not the lesson's
+        elif "fence" in tags and PROOF_TAG in tags:
             caption = proves(cell.source)
             if len(caption) > MAX_CAPTION:
                 problems.append(f"{where}: the proof's caption is {len(caption)} characters, "
@@ -489,7 +512,7 @@ def lesson_problems(nb, lines: list[int] | None = None) -> list[str]:
             elif not (_calls_any(visible, SHOWING) or _calls_any(folded, {"quiz"})):
                 problems.append(f"{where}: the teaching part shows nothing: end it with "
                                 "fences.show(...), a raises block or a table")
-        elif in_solution or tags & FOLDING_TAGS:
+        elif tags & FOLDING_TAGS:
             visible, folded = "", cell.source
         else:
             visible, folded = cell.source, ""

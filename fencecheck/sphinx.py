@@ -446,7 +446,7 @@ COURSE = ["creation", "dtypes", "promotion", "views", "devices", "elsewhere"]
 def book_numbers(root: Path) -> dict[str, str]:
     """What the landing page quotes about the book, read from every page in _toc.yml:
     fences, cited statements, GPU fences, exercises, and each lesson's reading time
-    (about 200 words a minute, plus five an exercise); and the wheel's link."""
+    (``lint.reading_minutes``, plus five an exercise); and the wheel's link."""
     totals = dict.fromkeys(("fences", "cited", "gpu", "exercises"), 0)
     numbers = {f"minutes_{name}": "—" for name in COURSE}
     for path in chapters.toc_files(root):
@@ -463,7 +463,9 @@ def book_numbers(root: Path) -> dict[str, str]:
         totals["exercises"] += exercises
         if path.stem in COURSE:
             prose = " ".join(c.source for c in nb.cells if c.cell_type == "markdown")
-            numbers[f"minutes_{path.stem}"] = str(round(len(prose.split()) / 200)
+            code = sum(len(lint.visible_code(c).strip().splitlines())
+                       for c in nb.cells if c.cell_type == "code")
+            numbers[f"minutes_{path.stem}"] = str(round(lint.reading_minutes(len(prose.split()), code))
                                                   + 5 * exercises)
     numbers.update({f"index_{k}": str(v) for k, v in totals.items()})
     name = wheel_name()

@@ -111,7 +111,8 @@ MEASURE_JS = """() => {
 # (``tensor-fences: {form: 3}``): what a reader sees happen, and how long it takes.
 #: Reading time: prose words at READ_WPM a minute plus each visible code line at
 #: CODE_LINE_S seconds, over the teaching part (from the top to the exercises).
-READ_WPM, CODE_LINE_S = 200, 6
+from fencecheck.lint import CODE_LINE_S, READ_WPM, reading_minutes  # noqa: E402 - one home
+
 FORM3_GOALS = {"showing": 0.9, "minutes": 30, "teaching_screens": 12}
 FORM3_JS = """() => {
   const article = document.querySelector('article') || document.querySelector('main');
@@ -150,7 +151,7 @@ def form3_facts(facts: dict) -> dict:
     """The lesson form's figures from the page's raw counts: the share of lesson fences
     that show an output and the estimated reading time in minutes."""
     share = facts["showing"] / facts["fences"] if facts["fences"] else 1.0
-    minutes = facts["words"] / READ_WPM + facts["code_lines"] * CODE_LINE_S / 60
+    minutes = reading_minutes(facts["words"], facts["code_lines"])
     return {**facts, "share": round(share, 3), "minutes": round(minutes, 1)}
 
 
