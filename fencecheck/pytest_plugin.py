@@ -334,7 +334,9 @@ class Recorder:
                 "id": props["fence_id"], "chapter": chapter, "cell": props.get("cell"),
                 "code": props.get("code"), "outcome": report.outcome, "reason": reason,
                 "details": details[-2000:], "proves": props.get("proves", ""),
-                "observed": props.get("observed", {}), "labels": props.get("labels", {}),
+                # only a fence that ran to the end observed a result (the schema's rule)
+                "observed": props.get("observed", {}) if report.outcome == "passed" else {},
+                "labels": props.get("labels", {}) if report.outcome == "passed" else {},
             })
         elif report.failed:
             self.errors.append({"chapter": chapter, "item": item, "cell": props.get("cell"),

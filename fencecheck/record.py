@@ -168,17 +168,157 @@ def read_json(path: Path, regenerate: str, fields: tuple[str, ...] = ()) -> dict
     return data
 
 
-def load(folder: Path) -> list[dict]:
+def load(folder: Path, known: list[str] | None = None, book: Path | None = None) -> list[dict]:
     """Every results file in ``folder``, in release order (each remembers its ``file``).
-    A file that does not parse is a ``BadFile`` error: nothing is skipped silently."""
+
+    A file that does not parse, does not fit the schema (``fencecheck.schema``) or is
+    inconsistent (``problems``) is a ``BadFile`` error naming the file, the fence and the
+    field: nothing is skipped silently. ``known``: the releases the matrix runs
+    (``fencecheck.releases``); ``book``: the book whose fences say which are gated on a
+    device (default: ``folder``'s parent when it has a ``_toc.yml``).
+    """
     runs = []
     for path in sorted(Path(folder).glob("*.json")):
-        run = read_json(path, f"regenerate it with `make matrix RELEASES={path.stem}` "
-                        "(or restore it with `git checkout -- " + path.as_posix() + "`)",
-                        ("release", "fences"))
+        run = read_json(path, regenerate(path), ("release", "fences"))
         run["file"] = path.name
         runs.append(run)
+    if book is None and (Path(folder).parent / "_toc.yml").exists():
+        book = Path(folder).parent
+    found = problems(runs, known, book)
+    if found:
+        raise BadFile("\n".join(found))
     return sorted(runs, key=run_key)
+
+
+def regenerate(path: Path) -> str:
+    path = Path(path)
+    return (f"regenerate it with `make matrix RELEASES={path.stem}` "
+            "(or restore it with `git checkout -- " + path.as_posix() + "`)")
+
+
+def _where(run: dict, error) -> str:
+    """"fence views-address, field outcome" for a schema error at ``error.absolute_path``."""
+    path = list(error.absolute_path)
+    parts = []
+    if len(path) >= 2 and path[0] in ("fences", "errors") and isinstance(path[1], int):
+        items = run.get(path[0]) or []
+        item = items[path[1]] if path[1] < len(items) else None
+        fid = item.get("id") if isinstance(item, dict) and path[0] == "fences" else None
+        what = "fence" if path[0] == "fences" else "error"
+        parts.append(f"{what} {fid!r} (record {path[1]})" if fid else f"{what} record {path[1]}")
+        rest = path[2:]
+    else:
+        rest = path
+    if error.validator == "required":
+        missing = re.findall(r"'([^']+)' is a required property", error.message)
+        rest = [*rest, *(missing[:1] or ["?"])]
+    elif error.validator == "additionalProperties":
+        extra = re.findall(r"'([^']+)'", error.message)
+        rest = [*rest, *(extra[:1] or ["?"])]
+    if rest:
+        parts.append("field " + ".".join(str(p) for p in rest))
+    return ", ".join(parts) or "the file"
+
+
+def schema_problems(run: dict) -> list[str]:
+    """What in ``run`` (one results file as read) does not fit ``fencecheck.schema.RESULTS``."""
+    import jsonschema
+
+    from .schema import RESULTS
+
+    name = run.get("file", label(run))
+    data = {k: v for k, v in run.items() if k != "file"}
+    validator = jsonschema.Draft202012Validator(RESULTS)
+    out = []
+    for error in sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path]):
+        what = ("missing" if error.validator == "required" else
+                "not allowed (no such field in a results file)"
+                if error.validator == "additionalProperties" else error.message)
+        out.append(f"results/{name}: {_where(data, error)}: {what}")
+    return out
+
+
+def _gated_in_book(book: Path) -> dict[str, str]:
+    """fence id -> code_hash, for each fence of the book whose code calls ``fences.needs``."""
+    from . import lint
+    from .chapter import header_problems, parse, toc_files
+
+    out = {}
+    for path in toc_files(book) if (book / "_toc.yml").exists() else []:
+        try:
+            text = path.read_text(encoding="utf-8")
+            if header_problems(text):
+                continue
+            nb = parse(text, path)
+        except Exception:  # noqa: BLE001 - the test suite and the build report a bad chapter
+            continue
+        for cell in nb.cells:
+            if cell.cell_type == "code" and lint.is_fence(cell) and NEEDS.search(cell.source):
+                out[lint.fence_id(cell)] = code_hash(cell.source)
+    return out
+
+
+#: A fence gated on a device: its code calls ``fences.needs``.
+NEEDS = re.compile(r"\bfences\.needs\(|\bneeds\(\s*[\"'](?:cuda|mps)")
+
+
+def problems(runs: list[dict], known: list[str] | None = None, book: Path | None = None) -> list[str]:
+    """Every way ``runs`` (the results files, as read) are invalid or inconsistent, each
+    naming the file, the fence and the field. Beyond the schema, refused:
+
+    - a file for a release the matrix does not run (``fencecheck.releases``; one newer
+      than every listed release is the "newest" run's), or named unlike its ``release``;
+    - a fence gated on a device (a GPU skip reason recorded for it at the same code in
+      any file, or its code in ``book`` calls ``fences.needs``) recorded as passed on a
+      run whose provenance names no GPU (``gpu`` is null);
+    - an observed value on a fence that did not pass (skipped or failed: it did not run
+      to the end, so nothing it observed is a result);
+    - one fence id twice in a file.
+    """
+    from . import releases
+
+    known = releases.names() if known is None else known
+    newest = max((version_key(k) for k in known), default=())
+    out = []
+    gated: dict[str, set] = {}
+    for run in runs:
+        for rec in run.get("fences") or []:
+            if isinstance(rec, dict) and rec.get("outcome") == "skipped" \
+                    and GPU_SKIP.search(str(rec.get("reason", ""))):
+                gated.setdefault(rec.get("id"), set()).add(rec.get("code"))
+    if book is not None:
+        for fid, code in _gated_in_book(Path(book)).items():
+            gated.setdefault(fid, set()).add(code)
+    for run in runs:
+        found = schema_problems(run)
+        name = run.get("file", label(run))
+        if found:
+            out += found
+            continue
+        rel = run["release"]
+        if name.endswith(".json") and name[:-5] != rel:
+            out.append(f"results/{name}: field release: {rel!r}, but the file is named for "
+                       f"{name[:-5]!r}; {regenerate(Path('results') / name)}")
+        if rel not in known and not (releases.NEWER_ALLOWED and version_key(rel) > newest):
+            out.append(f"results/{name}: field release: {rel!r} is not a release the matrix runs "
+                       f"(fencecheck/releases.py lists {', '.join(known)}, and the newest on "
+                       "PyPI); add it there or delete the file")
+        seen = set()
+        for rec in run["fences"]:
+            fid = rec["id"]
+            if fid in seen:
+                out.append(f"results/{name}: fence {fid!r}, field id: recorded twice")
+            seen.add(fid)
+            if rec["outcome"] != "passed" and rec["observed"]:
+                out.append(f"results/{name}: fence {fid!r}, field observed: "
+                           f"{', '.join(sorted(rec['observed']))} recorded, but the fence "
+                           f"{rec['outcome']} (a value is observed only by a fence that ran "
+                           "to the end)")
+            if rec["outcome"] == "passed" and not run.get("gpu") and rec["code"] in gated.get(fid, ()):
+                out.append(f"results/{name}: fence {fid!r}, field outcome: 'passed', but the fence "
+                           "is gated on a device (fences.needs) and this run's provenance has no "
+                           "GPU (field gpu is null): it cannot have run")
+    return out
 
 
 @dataclass(frozen=True)

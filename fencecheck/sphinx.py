@@ -516,7 +516,12 @@ class Record:
 
 def _record(app) -> Record:
     if getattr(app, "_tf_record", None) is None:
-        app._tf_record = Record(Path(app.srcdir), Path(app.srcdir) / app.config.fences_results)
+        try:
+            app._tf_record = Record(Path(app.srcdir), Path(app.srcdir) / app.config.fences_results)
+        except records.BadFile as exc:  # an invalid results file: named, no traceback
+            from sphinx.errors import SphinxError
+
+            raise SphinxError(f"the record (results/) is invalid:\n{exc}") from None
     return app._tf_record
 
 

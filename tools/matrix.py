@@ -40,25 +40,14 @@ sys.path.insert(0, str(ROOT))
 import venvs  # noqa: E402
 from venvs import Release  # noqa: E402
 
-from fencecheck import record  # noqa: E402
+from fencecheck import record, releases  # noqa: E402
 
 RESULTS = ROOT / "results"
 REPORT = ROOT / "_build" / "matrix-report.md"
 
-# Every minor release since 2.8, at its latest patch, plus the newest on PyPI.
-RELEASES = [
-    Release("2.8.0", "torch==2.8.0", "the release the oldest source material was written against"),
-    Release("2.9.1", "torch==2.9.1"),
-    Release("2.10.0", "torch==2.10.0"),
-    Release("2.11.0", "torch==2.11.0"),
-    Release("2.12.1", "torch==2.12.1"),
-    # The local version label pins the CPU build; it is not on PyPI but on PyTorch's own
-    # page (a machine with the wheel at hand says where with PIP_FIND_LINKS instead).
-    Release("2.13.0+cpu", "torch==2.13.0+cpu", "the reference build: CPU wheel, the one `make test` uses",
-            find_links="https://download.pytorch.org/whl/cpu/torch/"),
-    Release("2.14.1", "torch==2.14.1"),
-    Release("2.15.0", "torch==2.15.0"),
-]
+# The list lives in fencecheck/releases.py (the record reads it too, to refuse a results
+# file for a release the matrix does not run).
+RELEASES = [Release(name, req, why, find_links=links) for name, req, why, links in releases.RELEASES]
 NEWEST = "newest"
 #: The newest nightly (CPU build), run only when named: reported beside the matrix, never
 #: part of the record (its results go to _build/, not results/) and never failing the run.
