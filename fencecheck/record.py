@@ -778,3 +778,104 @@ def _delta(prev: dict, run: dict) -> str:
     a, b = counts(prev), counts(run)
     parts = [f"{o} {b[o] - a[o]:+d}" for o in (*OUTCOMES, "errors") if b[o] != a[o]]
     return ", ".join(parts) or "same counts"
+
+
+# --- does a fresh run reproduce the committed record? -----------------------------------
+
+#: Fields of a results file that belong to the run, not to what it found: never compared.
+#: ``date``, ``commit`` and ``dirty`` say when and from which checkout it ran;
+#: ``platform`` (the host's kernel), ``python`` and ``numpy`` (the helper packages the
+#: release's environment happened to install) describe the machine, not the torch the
+#: file is a record of. A difference in them is listed as a note, never a failure.
+PER_RUN = ("date", "commit", "dirty", "platform", "python", "numpy", "file")
+#: Provenance that is part of the record (the site shows the build and the GPU): compared.
+RECORDED = ("release", "torch", "torch_git", "build", "cuda", "gpu", "error")
+#: A fence's fields taken from its source's comments, not from running it (a reworded
+#: ``# Proves:`` line keeps the chapter's digest): a difference is re-recorded words.
+WORDS = ("proves",)
+
+
+@dataclass
+class Reproduction:
+    """How a fresh run of one release compares with its committed results file."""
+
+    file: str
+    failures: list[str] = field(default_factory=list)     # records that did not reproduce
+    rerecorded: list[str] = field(default_factory=list)   # records of changed chapters
+    notes: list[str] = field(default_factory=list)        # per-run fields that differ
+
+
+def _normal(value):
+    """A failure's text without what differs on every run: addresses, timings."""
+    if isinstance(value, str):
+        value = re.sub(r"0x[0-9a-fA-F]+", "0x…", value)
+        return re.sub(r"\b\d+(?:\.\d+)?\s?(?:s|ms|seconds)\b", "N s", value)
+    return value
+
+
+def _short(value) -> str:
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 120 else text[:119] + "…"
+
+
+def reproduce(old: dict, new: dict) -> Reproduction:
+    """Compare ``new`` (a fresh run) with ``old`` (the committed file of the same release).
+
+    Every record of a fence whose chapter did not change (same ``chapters`` digest in
+    both) must be identical field by field (failure text normalised by ``_normal``;
+    ``WORDS`` excepted); so must the recorded provenance (``RECORDED``), the errors
+    outside fences of unchanged chapters and, when no chapter changed, the exit
+    status. The records of a changed chapter are *re-recorded*: listed, expected to
+    differ. ``PER_RUN`` fields are never compared (a difference is a note).
+    """
+    name = f"results/{new.get('file') or label(new) + '.json'}"
+    out = Reproduction(name)
+    then, now = old.get("chapters") or {}, new.get("chapters") or {}
+    changed = {c for c in set(then) | set(now) if then.get(c) != now.get(c)}
+    for key in RECORDED:
+        if old.get(key) != new.get(key):
+            out.failures.append(f"{name}: field {key}: {_short(old.get(key))} → {_short(new.get(key))}")
+    for key in PER_RUN:
+        if key not in ("file", "date", "commit", "dirty") and old.get(key) != new.get(key):
+            out.notes.append(f"{name}: {key} {_short(old.get(key))} → {_short(new.get(key))} (per run)")
+    if not changed and old.get("exitstatus") != new.get("exitstatus"):
+        out.failures.append(f"{name}: field exitstatus: {old.get('exitstatus')} → {new.get('exitstatus')}")
+    before = {r.get("id"): r for r in old.get("fences") or []}
+    after = {r.get("id"): r for r in new.get("fences") or []}
+    for fid in dict.fromkeys([*before, *after]):
+        a, b = before.get(fid), after.get(fid)
+        chapters = {r.get("chapter") for r in (a, b) if r}
+        if chapters & changed:
+            if a != b:
+                out.rerecorded.append(f"{name}: fence {fid!r} ({', '.join(sorted(chapters))} changed)")
+            continue
+        if a is None:
+            out.failures.append(f"{name}: fence {fid!r}: not in the committed file, but the run has it "
+                                "and its chapter did not change")
+            continue
+        if b is None:
+            out.failures.append(f"{name}: fence {fid!r}: in the committed file, but the run did not "
+                                "produce it and its chapter did not change")
+            continue
+        for key in dict.fromkeys([*a, *b]):
+            if key in WORDS:
+                if a.get(key) != b.get(key):
+                    out.rerecorded.append(f"{name}: fence {fid!r}: {key} reworded")
+                continue
+            va, vb = a.get(key), b.get(key)
+            if isinstance(va, dict) and isinstance(vb, dict):
+                for sub in dict.fromkeys([*va, *vb]):
+                    if _normal(va.get(sub)) != _normal(vb.get(sub)):
+                        out.failures.append(f"{name}: fence {fid!r}: {key}.{sub}: "
+                                            f"{_short(va.get(sub))} → {_short(vb.get(sub))}")
+            elif _normal(va) != _normal(vb):
+                out.failures.append(f"{name}: fence {fid!r}: {key}: {_short(va)} → {_short(vb)}")
+    key = lambda e: (e.get("chapter"), e.get("item"))  # noqa: E731
+    errs_a = {key(e): e for e in old.get("errors") or [] if e.get("chapter") not in changed}
+    errs_b = {key(e): e for e in new.get("errors") or [] if e.get("chapter") not in changed}
+    for k in dict.fromkeys([*errs_a, *errs_b]):
+        ra = _normal((errs_a.get(k) or {}).get("reason"))
+        rb = _normal((errs_b.get(k) or {}).get("reason"))
+        if k not in errs_a or k not in errs_b or ra != rb:
+            out.failures.append(f"{name}: error {k[0]} {k[1]}: {_short(ra)} → {_short(rb)}")
+    return out
