@@ -101,7 +101,8 @@ def form(text: str) -> int | None:
 def lint_problems(text: str, nb) -> list[str]:
     """Everything ``fencecheck.lint`` finds in one chapter (empty when it passes); the
     lesson form's rules where the chapter declares form 3."""
-    problems = lint.cell_problems(nb) + lint.text_problems(text) + lint.exponent_problems(text)
+    problems = (lint.cell_problems(nb, text) + lint.text_problems(text) + lint.exponent_problems(text)
+                + lint.place_problems(text, nb))
     if form(text) == 3:
         problems += lint.lesson_problems(nb, code_cell_lines(nb))
     return problems
