@@ -79,7 +79,10 @@ def pytest_sessionstart(session):
     root = Path(session.config.rootpath)
     if (root / "_toc.yml").exists():
         problems = []
-        listed = chapters.toc_files(root)
+        try:
+            listed = chapters.toc_files(root)
+        except chapters.ChapterError as exc:  # _toc.yml is not valid YAML: its line
+            raise pytest.UsageError(str(exc)) from None
         book = root / session.config.getini("fences_book")
         for path in sorted(book.glob("*.md")):
             if path not in listed:

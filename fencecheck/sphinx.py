@@ -449,6 +449,24 @@ def book_numbers(root: Path) -> dict[str, str]:
     return numbers
 
 
+def _named(handler):
+    """A handler whose ``ChapterError`` (a ``_toc.yml`` or front matter that is not valid
+    YAML, with its file and line) stops the build with that message, not a traceback."""
+    import functools
+
+    @functools.wraps(handler)
+    def run(*args, **kwargs):
+        try:
+            return handler(*args, **kwargs)
+        except chapters.ChapterError as exc:
+            from sphinx.errors import SphinxError
+
+            raise SphinxError(str(exc)) from None
+
+    return run
+
+
+@_named
 def _book_numbers(app, config) -> None:
     """The landing page's numbers as MyST substitutions (``{{ index_fences }}``)."""
     config.myst_substitutions = {**(config.myst_substitutions or {}),
@@ -488,6 +506,7 @@ def _key_the_cache(app, config) -> None:
     config.nb_execution_cache_path = str(cachekey.cache_path(Path(base)))
 
 
+@_named
 def _check_book(app) -> None:
     """Across chapters: every fence id unique (the lint's book-wide check)."""
     for problem in chapters.book_problems(Path(app.srcdir)):
@@ -514,6 +533,7 @@ class Record:
         self.key = digest.hexdigest()
 
 
+@_named
 def _record(app) -> Record:
     if getattr(app, "_tf_record", None) is None:
         try:

@@ -62,6 +62,17 @@ CASES = {
     "fail_dead_kernel": ("pass_quick", "the kernel died (exit code 3) while running this cell"),
     "fail_no_header": ("pass_assert", "book/fail_no_header.md: no jupytext header"),
     "fail_fence_in_admonition": ("pass_assert", "a code cell inside the :::{note} block of line"),
+    # issue 53's plants
+    "fail_raises_any": ("pass_raises", "message pattern 'must match the size|\\\\w' also matches "
+                        "'division by zero', the message of an unrelated error"),
+    "fail_forall_few": ("pass_quick", "forall(..., examples=1): a universal claim draws at least 20"),
+    "fail_front_matter_yaml": ("pass_assert", "fail_front_matter_yaml.md: line 10, column 24: the "
+                               "front matter is not valid YAML"),
+    "fail_syntax_error": ("pass_assert", "line 14 (fence corpus-syntax-error): SyntaxError: '(' was "
+                          "never closed (at line 19): x = torch.ones(2"),
+    "fail_cyrillic_id": ("pass_assert", "(U+0435 CYRILLIC SMALL LETTER IE) at position 16"),
+    "fail_open_solution": ("pass_assert", "line 19: {solution-start} corpus-ex-add without "
+                           "`:class: dropdown`"),
 }
 
 
@@ -221,7 +232,13 @@ def test_device_gated_fence_is_reported_with_its_outcome(corpus_run):
      ["pass_assert"], "_toc.yml lists book/missing.md, which does not exist"),
     ("format: jb-book\nroot: book/pass_assert\n",
      ["pass_assert", "pass_quick"], "book/pass_quick.md is not listed in _toc.yml"),
-], ids=["listed-without-header", "listed-but-missing", "not-listed"])
+    ("format: jb-book\nroot: book/pass_assert\nchapters:\n  - file: book/pass_quick\n   - file: x\n",
+     ["pass_assert", "pass_quick"], "_toc.yml: line 5, column 4: the table of contents is not valid YAML"),
+    ("format: jb-book\nroot: book/pass_assert\nchapters:\n  - file: book/fail_front_matter_yaml\n",
+     ["pass_assert", "fail_front_matter_yaml"],
+     "book/fail_front_matter_yaml.md (listed in _toc.yml): line 10, column 24: the front matter is "
+     "not valid YAML"),
+], ids=["listed-without-header", "listed-but-missing", "not-listed", "toc-yaml", "front-matter-yaml"])
 def test_toc_problems_stop_the_suite(pytester, toc, chapters, message):
     # These stop the session before any kernel starts, so pytest runs in-process.
     lay_out(pytester.path, chapters, toc)
@@ -229,6 +246,7 @@ def test_toc_problems_stop_the_suite(pytester, toc, chapters, message):
     out = ANSI.sub("", result.stdout.str() + result.stderr.str())
     assert result.ret != 0, out
     assert message in out, out
+    assert "INTERNALERROR" not in out and "Traceback" not in out, out
 
 
 @pytest.mark.parametrize("chapter, message", [
