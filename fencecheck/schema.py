@@ -32,6 +32,10 @@ FENCE = {
                      "additionalProperties": _TEXT},
         "labels": {"type": "object", "propertyNames": {"pattern": _NAME},
                    "additionalProperties": _TEXT},
+        # the messages its raises/warns blocks caught, in full (fences.parse_raised)
+        "raised": {"type": "array", "items": {
+            "type": "object", "required": ["class", "message"], "additionalProperties": False,
+            "properties": {"class": _TEXT, "message": _TEXT}}},
     },
 }
 

@@ -155,3 +155,22 @@ def test_lint_messages_name_the_md_line_not_the_cell_number():
     line = int(bad.split()[1])
     assert text.splitlines()[line - 1].startswith("```{code-cell}"), bad
     assert "code cell" not in bad
+
+
+def test_preflight_names_a_toc_yaml_mistake_before_jupyter_book_reads_it(tmp_path):
+    """jupyter-book's CLI parses _toc.yml itself (a traceback naming no line of ours):
+    ``python -m fencecheck.preflight`` runs first in ``make book``."""
+    import subprocess
+
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: index\nchapters:\n  - file: a\n   - file: b\n")
+    proc = subprocess.run([sys.executable, "-m", "fencecheck.preflight", str(tmp_path)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and "_toc.yml: line 5, column 4: the table of contents is not " \
+        "valid YAML" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: index\n")
+    (tmp_path / "index.md").write_text(HEADER.replace("kernelspec:", "tensor-fences: {form: 3\nkernelspec:"))
+    proc = subprocess.run([sys.executable, "-m", "fencecheck.preflight", str(tmp_path)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and "index.md (listed in _toc.yml): line " in proc.stderr, proc.stderr
+    assert subprocess.run([sys.executable, "-m", "fencecheck.preflight", str(ROOT)],
+                          capture_output=True, text=True, cwd=ROOT).returncode == 0

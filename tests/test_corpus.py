@@ -71,6 +71,7 @@ CASES = {
     "fail_syntax_error": ("pass_assert", "line 14 (fence corpus-syntax-error): SyntaxError: '(' was "
                           "never closed (at line 19): x = torch.ones(2"),
     "fail_cyrillic_id": ("pass_assert", "(U+0435 CYRILLIC SMALL LETTER IE) at position 16"),
+    "fail_network": ("pass_quick", "the network is refused while the book's fences run"),
     "fail_open_solution": ("pass_assert", "line 19: {solution-start} corpus-ex-add without "
                            "`:class: dropdown`"),
 }
@@ -156,7 +157,8 @@ def corpus_run(request, tmp_path_factory):
         for rec in record["fences"]:
             by_chapter[Path(rec["chapter"]).stem].append(rec)
         for err in record["errors"]:
-            by_chapter[Path(err["chapter"]).stem].append({**err, "outcome": "failed", "error": True})
+            by_chapter.setdefault(Path(err["chapter"]).stem, []).append(
+                {**err, "outcome": "failed", "error": True})
         return code, out, by_chapter
 
     return proven(request, "chapters", run)
@@ -253,7 +255,9 @@ def test_toc_problems_stop_the_suite(pytester, toc, chapters, message):
     ("fail_no_header", "fail_no_header.md: WARNING: no jupytext header"),
     ("fail_fence_in_admonition", "fail_fence_in_admonition.md: WARNING: line 20: a code cell "
      "inside the :::{note} block of line 17"),
-], ids=["no-header", "fence-in-a-box"])
+    ("fail_front_matter_yaml", "fail_front_matter_yaml.md: WARNING: line 10, column 24: the front "
+     "matter is not valid YAML"),
+], ids=["no-header", "fence-in-a-box", "front-matter-yaml"])
 def test_site_build_refuses_what_the_suite_refuses(request, tmp_path, chapter, message):
     """A chapter the suite refuses (CASES) stops `jupyter-book build -W` too, naming the
     file, under the book's MyST extensions (colon_fence: a cell in a box is text there)."""
@@ -278,6 +282,7 @@ def test_site_build_refuses_what_the_suite_refuses(request, tmp_path, chapter, m
     code, out = proven(request, f"site-build-{chapter}", run)
     assert code != 0, out
     assert message in out, out
+    assert "Traceback" not in out, out
 
 
 def test_site_build_reports_every_failing_chapter(request, tmp_path):
@@ -315,3 +320,19 @@ def test_the_corpus_proof_key_follows_the_verifier(verifier_edited):
     before = proof_key()
     verifier_edited()
     assert proof_key() != before
+
+
+def test_a_run_that_leaves_a_new_file_in_the_checkout_fails_naming_it(pytester):
+    """The plant: a fence wrote ``saved.pt`` next to its chapter and the run passed."""
+    lay_out(pytester.path, ["pass_quick", "leaves_file"])
+    results = pytester.path / "results.json"
+    result = pytester.runpytest_subprocess("book", "-p", "no:cacheprovider", "-p", "no:xdist",
+                                           "--fences-results", str(results))
+    out = ANSI.sub("", result.stdout.str() + result.stderr.str())
+    assert result.ret == 1, out
+    assert "FAILED: new file book/saved.pt" in out or "FAILED: new file saved.pt" in out, out
+    record = json.loads(results.read_text())
+    assert record["exitstatus"] == 1
+    assert any("saved.pt" in e["reason"] for e in record["errors"]), record["errors"]
+    # every fence passed: only the file fails the run
+    assert all(f["outcome"] == "passed" for f in record["fences"]), record["fences"]
