@@ -84,8 +84,10 @@ $(SITE): $(STAMP) $(INPUTS)
 	@test -f $@ && touch $@
 
 # Every chapter runs in a fresh kernel of its own, here as in CI and the matrix.
+# One worker per core; a chapter's cells stay on one worker (one kernel).
+WORKERS ?= -n auto --dist loadscope
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(WORKERS) $(PYTEST_ARGS)
 
 # uv installs the release environments from one shared cache (tools/venvs.py).
 # The arguments and results/ are checked first: a typo installs nothing.

@@ -64,6 +64,27 @@ MAX_VISIBLE_LINES = 15
 #: A fence is a claim on the page: it may be folded, never removed from it.
 REMOVING_TAGS = {"remove-cell", "remove-input"}
 
+#: The reading-time estimate, in one place (the landing page and check-site use it):
+#: prose words at READ_WPM a minute plus each visible code line at CODE_LINE_S seconds.
+READ_WPM, CODE_LINE_S = 200, 6
+
+
+def reading_minutes(words: int, code_lines: int) -> float:
+    return words / READ_WPM + code_lines * CODE_LINE_S / 60
+
+
+def visible_code(cell) -> str:
+    """What of a code cell the page shows without a click: a lesson fence's teaching part,
+    an unfolded cell whole, nothing of a proof or a folded cell."""
+    tags = set(cell.metadata.get("tags", []))
+    if tags & FOLDING_TAGS:
+        return ""
+    if "fence" in tags:
+        teaching, _ = lesson_parts(cell.source)
+        return teaching or cell.source
+    return cell.source
+
+
 #: A proof's caption, the ``# Proves:`` text shown on the fold: one line at 1400 px.
 MAX_CAPTION = 110
 #: The calls that show something on the page (a teaching part must make one).
@@ -134,6 +155,27 @@ def described(source: str) -> dict[str, str]:
             words.append(c.group(1))
         found[m.group(1)] = " ".join(words)
     return found
+
+
+#: ``# Fix:`` in a fence that proves an error: what a reader who meets it does (the
+#: errors page shows it beside the message). Continues on comment lines indented under it.
+FIX = re.compile(r"^\s*#\s*Fix:\s*(.+?)\s*$")
+
+
+def fix(source: str) -> str:
+    """The fence's ``# Fix:`` words, or ""."""
+    lines = source.splitlines()
+    for n, line in enumerate(lines):
+        m = FIX.match(line)
+        if m:
+            words = [m.group(1)]
+            for more in lines[n + 1:]:
+                c = re.match(r"^\s*#\s{3,}(\S.*?)\s*$", more)
+                if not c:
+                    break
+                words.append(c.group(1))
+            return " ".join(words)
+    return ""
 
 
 def names_value(source: str, name: str) -> bool:

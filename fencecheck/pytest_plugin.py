@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 from nbformat.v4 import new_code_cell
 
-from fences import RECORD_ENV, SKIP_MARKER, parse_observed
+from fences import RECORD_ENV, SKIP_MARKER, parse_observed, parse_raised
 
 from . import chapter as chapters
 from . import lint
@@ -333,6 +333,9 @@ class Cell(IPyNbCell):
             self.user_properties.append(("observed", observed))
         if labels:
             self.user_properties.append(("labels", labels))
+        raised = parse_raised(text)
+        if raised:
+            self.user_properties.append(("raised", raised))
         if SKIP_MARKER in text:
             pytest.skip(text.split(SKIP_MARKER, 1)[1].strip().splitlines()[0])
 
@@ -386,6 +389,7 @@ class Recorder:
                 # only a fence that ran to the end observed a result (the schema's rule)
                 "observed": props.get("observed", {}) if report.outcome == "passed" else {},
                 "labels": props.get("labels", {}) if report.outcome == "passed" else {},
+                **({"raised": props["raised"]} if props.get("raised") else {}),
             })
         elif report.failed:
             self.errors.append({"chapter": chapter, "item": item, "cell": props.get("cell"),

@@ -333,6 +333,10 @@ class Fence:
     proves: str
     #: its ``# Records:`` lines (``lint.described``): value name -> plain words
     labels: dict = field(default_factory=dict, hash=False, compare=False)
+    #: the code inside its ``with fences.raises(...)``/``warns`` blocks, each once
+    calls: tuple = field(default=(), hash=False, compare=False)
+    #: its ``# Fix:`` comment: what a reader who meets the error does
+    fix: str = field(default="", hash=False, compare=False)
 
 
 def read_book(root: Path) -> tuple[list[Fence], dict[str, str]]:
@@ -367,8 +371,67 @@ def read_book(root: Path) -> tuple[list[Fence], dict[str, str]]:
             if lint.is_fence(cell) and lint.fence_id(cell):
                 fences.append(Fence(lint.fence_id(cell), chapter, code_index,
                                     code_hash(cell.source), section, claim(cell.source),
-                                    lint.described(cell.source)))
+                                    lint.described(cell.source), raising_calls(cell.source),
+                                    lint.fix(cell.source)))
     return fences, digests
+
+
+def raising_calls(source: str) -> tuple[str, ...]:
+    """The code inside each ``with fences.raises(...)`` / ``warns(...)`` block of a fence,
+    each distinct block once, in order."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ()
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.With):
+            continue
+        if not any(isinstance(i.context_expr, ast.Call) and getattr(
+                i.context_expr.func, "attr", getattr(i.context_expr.func, "id", "")) in ("raises", "warns")
+                for i in node.items):
+            continue
+        body = "\n".join(ast.get_source_segment(source, b) or "" for b in node.body)
+        if body and body not in found:
+            found.append(body)
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class Raised:
+    """One message a fence proves, as the reference run gave it, and each release's words."""
+
+    fence: Fence
+    kind: str
+    message: str
+    #: release label -> (class, message) where a release gave other words
+    elsewhere: dict
+
+
+def errors(runs: list[dict], current: list[Fence], reference: str) -> list[Raised]:
+    """Every error and warning message the book's fences prove, in reading order: the
+    reference run's words (``reference``, a run label), and where another current run's
+    fence gave other words, that run's. A fence the reference run did not record
+    contributes what the newest run that did recorded."""
+    by_label = {label(r): by_id(r) for r in runs}
+    order = sorted(by_label, key=lambda k: run_key(next(r for r in runs if label(r) == k)))
+    base = [reference] + [k for k in reversed(order) if k != reference]
+    out = []
+    for f in current:
+        home = next((k for k in base if by_label.get(k, {}).get(f.id, {}).get("raised")), None)
+        if home is None:
+            continue
+        ref = by_label[home][f.id]["raised"]
+        for n, item in enumerate(ref):
+            other = {}
+            for k in order:
+                theirs = by_label[k].get(f.id, {}).get("raised") or []
+                if k != home and n < len(theirs) and theirs[n] != item:
+                    other[k] = (theirs[n]["class"], theirs[n]["message"])
+            out.append(Raised(f, item["class"], item["message"], other))
+    return out
 
 
 def plain(title: str) -> str:
@@ -487,8 +550,11 @@ class Change:
     """A recorded value that is not the same on every release.
 
     ``kind``: "release" (one value up to a release, another from it on:
-    ``old``, ``new``, ``since``), "build" (one value per build kind:
-    ``by_build``), or "varies" (anything else: ``segments``).
+    ``old``, ``new``, ``since``), "build" (one value per build kind, and some
+    release recorded in both builds: ``by_build``), "one-build" (one value per
+    build kind, but no release recorded in both, so the record cannot tell the
+    build from the release: ``by_build``, ``only``), or "varies" (anything else:
+    ``segments``). Values are kept as recorded; ``words`` reads one for a reader.
     """
 
     fence: str
@@ -501,12 +567,20 @@ class Change:
     by_build: dict[str, str] = field(default_factory=dict)
     segments: list[tuple[str, str]] = field(default_factory=list)
     values: dict[str, str] = field(default_factory=dict)  # release -> value
+    only: list[str] = field(default_factory=list)  # "one-build": the labels of the lone build
 
     def text(self, limit: int | None = None) -> str:
         """The change in a few words: "changed in 2.11.0: X → Y"."""
         def short(v: str) -> str:
+            v = words(v)
             return v if limit is None or len(v) <= limit else v[: limit - 1] + "…"
 
+        if self.kind == "one-build":
+            lone = next(b for b, _ in self.by_build.items() if b == "CPU-only") \
+                if "CPU-only" in self.by_build and len(self.only) else next(iter(self.by_build))
+            others = [f"{b} builds: {short(v)}" for b, v in self.by_build.items() if b != lone]
+            return (f"seen only on the {lone} build {', '.join(self.only)}: "
+                    f"{short(self.by_build[lone])}; " + "; ".join(others))
         if self.kind == "release":
             return f"changed in {self.release()}: {short(self.old)} → {short(self.new)}"
         if self.kind == "build":
@@ -523,6 +597,23 @@ class Change:
         return f"{base} (first recorded on its {local} build)" if plus else base
 
 
+def words(value: str) -> str:
+    """A recorded value as a reader reads it: a dict as "key: value; ...", a list or a
+    tuple as its items joined by ", ", anything else as recorded."""
+    import ast
+
+    try:
+        data = ast.literal_eval(value)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return value
+    if isinstance(data, dict) and data:
+        return "; ".join(f"{k}: {words(repr(v)) if not isinstance(v, str) else v}"
+                         for k, v in data.items())
+    if isinstance(data, (list, tuple)) and data and not isinstance(data, str):
+        return ", ".join(str(v) for v in data)
+    return value
+
+
 def classify(fence: str, name: str, text: str, points: list[tuple[dict, str]]) -> Change | None:
     """How one recorded value varies over ``points`` ([(run, value)], in release order)."""
     values = {label(r): v for r, v in points}
@@ -536,8 +627,16 @@ def classify(fence: str, name: str, text: str, points: list[tuple[dict, str]]) -
         if not segments or segments[-1][1] != value:
             segments.append((label(run), value))
     if len(kinds) > 1 and all(len(v) == 1 for v in kinds.values()):
-        return Change(fence, name, text, "build", by_build={k: next(iter(kinds[k])) for k in sorted(kinds)},
-                      values=values)  # CPU-only before CUDA, whichever release came first
+        by_build = {k: next(iter(kinds[k])) for k in sorted(kinds)}  # CPU-only before CUDA
+        bases: dict[str, set] = {}
+        for run, _ in points:
+            bases.setdefault("CPU-only" if is_cpu(run) else "CUDA", set()).add(label(run).partition("+")[0])
+        if set.intersection(*bases.values()):
+            return Change(fence, name, text, "build", by_build=by_build, values=values)
+        lone = min(bases, key=lambda k: len(bases[k]))
+        only = [label(r) for r, _ in points if ("CPU-only" if is_cpu(r) else "CUDA") == lone]
+        return Change(fence, name, text, "one-build", by_build={lone: by_build[lone],
+                      **{k: v for k, v in by_build.items() if k != lone}}, values=values, only=only)
     if len(segments) == 2:
         return Change(fence, name, text, "release", old=segments[0][1], new=segments[1][1],
                       since=segments[1][0], values=values)
@@ -622,7 +721,8 @@ def badge(fence: str, runs: list[dict], described: dict | None = None) -> Badge:
     if found:
         first = found[0]
         more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
-        return Badge("changed", first.text() + more,
+        # the changes page's words: the behaviour (its # Records: line), then the change
+        return Badge("changed", (f"{first.label}: " if first.label else "") + first.text() + more,
                      "; ".join(f"{c.label or c.name}: {c.text()}" for c in found))
     text = f"holds on {span(passed)}"
     title = f"passed on {', '.join(passed)}"

@@ -177,6 +177,8 @@ def chapter_needs(nb) -> dict[str, str]:
                 modules |= {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 modules.add(node.module.split(".")[0])
+        if re.search(r"\bfences\.quiz", cell.source):   # the runtime imports it when it shows a quiz
+            modules.add("jupyterquiz")
     owners = _owners()
     needs = {}
     for module in sorted(modules - set(sys.stdlib_module_names) - {"torch", "fences"}):
@@ -417,6 +419,26 @@ def _executed_with(app, doctree, docname) -> None:
     title.parent.insert(title.parent.index(title) + 1, para)
 
 
+def reference_run(runs: list[dict]) -> str:
+    """The run whose words the errors page quotes: the one of the torch building this site
+    (the reference torch, in `make book`), else the newest run."""
+    from fences import installed_torch_version
+
+    here = getattr(installed_torch_version(), "__version__", None)
+    labels = [records.label(r) for r in runs]
+    return next((records.label(r) for r in runs if r.get("torch") == here), labels[-1] if labels else "")
+
+
+def chapter_titles(root: Path) -> dict[str, str]:
+    """Chapter path -> its first heading, for every page in _toc.yml."""
+    titles = {}
+    for path in chapters.toc_files(root):
+        if path.exists():
+            m = re.search(r"^#\s+(.+?)\s*$", path.read_text(encoding="utf-8"), re.M)
+            titles[path.relative_to(root).as_posix()] = records.plain(m.group(1)) if m else path.stem
+    return titles
+
+
 #: The pages of the course, in order; each has a reference page ``<name>-reference``.
 COURSE = ["creation", "dtypes", "promotion", "views", "devices", "elsewhere"]
 
@@ -424,7 +446,7 @@ COURSE = ["creation", "dtypes", "promotion", "views", "devices", "elsewhere"]
 def book_numbers(root: Path) -> dict[str, str]:
     """What the landing page quotes about the book, read from every page in _toc.yml:
     fences, cited statements, GPU fences, exercises, and each lesson's reading time
-    (about 200 words a minute, plus five an exercise); and the wheel's link."""
+    (``lint.reading_minutes``, plus five an exercise); and the wheel's link."""
     totals = dict.fromkeys(("fences", "cited", "gpu", "exercises"), 0)
     numbers = {f"minutes_{name}": "—" for name in COURSE}
     for path in chapters.toc_files(root):
@@ -441,7 +463,9 @@ def book_numbers(root: Path) -> dict[str, str]:
         totals["exercises"] += exercises
         if path.stem in COURSE:
             prose = " ".join(c.source for c in nb.cells if c.cell_type == "markdown")
-            numbers[f"minutes_{path.stem}"] = str(round(len(prose.split()) / 200)
+            code = sum(len(lint.visible_code(c).strip().splitlines())
+                       for c in nb.cells if c.cell_type == "code")
+            numbers[f"minutes_{path.stem}"] = str(round(lint.reading_minutes(len(prose.split()), code))
                                                   + 5 * exercises)
     numbers.update({f"index_{k}": str(v) for k, v in totals.items()})
     name = wheel_name()
@@ -581,15 +605,15 @@ def _skip(self, node):
 class RecordDirective(SphinxDirective):
     """``{record} part``: one part of the Verified-on page, from the record.
 
-    Parts: provenance, summary, never-run, changes, other-values, grid, and
-    mutation (``make mutate``'s scores, from ``mutate-results.json``: a
+    Parts: provenance, summary, never-run, changes, other-values, grid, errors (the
+    errors page: every message a fence proves), and mutation (``make mutate``'s scores, from ``mutate-results.json``: a
     directive, not a code cell, so a new file re-renders the page without
     re-executing it, like the rest of the record).
     """
 
     required_arguments = 1
     PARTS = ("provenance", "summary", "never-run", "changes", "other-values", "grid",
-             "mutation")
+             "mutation", "errors")
 
     def run(self):
         part = self.arguments[0]
@@ -615,6 +639,10 @@ class RecordDirective(SphinxDirective):
             text = verified.other_values_html(records.changes(rec.runs, rec.current), rec.current, url)
         elif part == "mutation":
             text = mutation.section_html(Path(self.env.app.srcdir))
+        elif part == "errors":
+            ref = reference_run(rec.runs)
+            text = verified.errors_html(records.errors(rec.runs, rec.current, ref), url, ref,
+                                        chapter_titles(Path(self.env.app.srcdir)))
         else:
             node = unsearched_html()
             node["html"] = verified.grid_html(rec.runs, rec.current, url)

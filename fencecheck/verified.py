@@ -146,12 +146,16 @@ def changes_html(changes: list[record.Change], current: list[Fence], url: Url) -
             continue
         f = where[c.fence]
         if c.kind == "release":
-            what, since, by = f"{esc(c.old)} → {esc(c.new)}", esc(c.release()), "release"
+            what, since, by = f"{esc(record.words(c.old))} → {esc(record.words(c.new))}", \
+                esc(c.release()), "release"
         elif c.kind == "build":
-            what = "; ".join(f"{esc(b)} build: {esc(v)}" for b, v in c.by_build.items())
+            what = "; ".join(f"{esc(b)} build: {esc(record.words(v))}" for b, v in c.by_build.items())
             since, by = "—", "build: " + " vs ".join(f"{esc(b)} build" for b in c.by_build)
+        elif c.kind == "one-build":
+            what, since = esc(c.text()), "—"
+            by = "release or build: no release was recorded in both builds"
         else:
-            what = "; ".join(f"{esc(v)} from {esc(r)}" for r, v in c.segments)
+            what = "; ".join(f"{esc(record.words(v))} from {esc(r)}" for r, v in c.segments)
             since, by = esc(c.segments[1][0]), "release and build"
         rows.append([esc(c.label), what, since, by, fence_link(f, url)])
     if not rows:
@@ -208,3 +212,31 @@ def grid_html(runs: list[dict], current: list[Fence], url: Url) -> str:
     legend = ("<p class=\"tf-legend\">✓ passed, ✗ failed, – skipped (hover for why), "
               "○ not in that release's results</p>")
     return legend + "".join(out)
+
+
+def errors_html(raised: list[record.Raised], url: Url, reference: str, titles: dict[str, str]) -> str:
+    """The errors page's body: each message a fence proves, grouped by chapter, in full as
+    the ``reference`` run gave it, with the call that raises it, what it means (the
+    fence's claim), the fix where the fence names one, where the lesson explains it, and
+    each release that gave other words. ``titles``: chapter path -> its title."""
+    if not raised:
+        return ('<p class="tf-note">No messages recorded yet: run <code>make matrix</code> '
+                '(the record holds each fence\'s messages).</p>')
+    out, chapter = [], None
+    for r in raised:
+        if r.fence.chapter != chapter:
+            chapter = r.fence.chapter
+            out.append(f'<h2 class="tf-errors-chapter">{esc(titles.get(chapter, Path(chapter).stem))}</h2>')
+        calls = "".join(f"<pre>{esc(c)}</pre>" for c in r.fence.calls)
+        other = "".join(
+            f"<li>{esc(k)}: <code>{esc(kind)}: {esc(msg)}</code></li>" for k, (kind, msg) in r.elsewhere.items())
+        out.append(
+            '<div class="tf-error">'
+            f'<p class="tf-error-message"><code>{esc(r.kind)}: {esc(r.message)}</code></p>'
+            + (f'<p>Raised by:</p>{calls}' if calls else "")
+            + f'<p>What it means: {esc(r.fence.proves)}</p>'
+            + (f'<p>The fix: {esc(r.fence.fix)}</p>' if r.fence.fix else "")
+            + f'<p>Explained in {fence_link(r.fence, url)} (torch {esc(reference)}).</p>'
+            + (f'<p>Other releases gave other words:</p><ul>{other}</ul>' if other else "")
+            + '</div>')
+    return "\n".join(out)

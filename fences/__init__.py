@@ -23,6 +23,8 @@ call it.
   (Hypothesis, derandomised); strategies that reach the edges are in
   ``fences.strategies``.
 - ``grade``: graded exercises (``fences.grade``).
+- ``quiz``: a quick check the reader answers on the page (jupyterquiz), its key
+  recorded (``fences.quiz``; ``quiz_question``/``quiz_show`` for several in one output).
 """
 from __future__ import annotations
 
@@ -45,6 +47,10 @@ __all__ = [
     "torch_build",
     "forall",
     "grade",
+    "quiz",
+    "quiz_question",
+    "quiz_show",
+    "quiz_parts",
 ]
 
 #: The line ``needs`` prints; the test plugin turns a cell that prints it
@@ -53,6 +59,12 @@ SKIP_MARKER = "[fence not executed here]"
 
 #: The prefix ``observe`` prints; the test plugin records what follows.
 OBSERVE_MARKER = "[observed]"
+
+#: The prefix ``raises``/``warns`` print under the test plugin, before the message in
+#: full (JSON: class and text); the record keeps it and the errors page shows it.
+RAISED_MARKER = "[raised]"
+#: Distinct messages kept per fence (a proof that loops over dtypes raises many).
+RAISED_KEPT = 8
 
 #: Set (to "1") in the kernel's environment by the test plugin, which records what
 #: ``observe`` and ``raises`` saw. Unset (the site, a downloaded notebook), they print
@@ -67,6 +79,7 @@ def recording() -> bool:
     return os.environ.get(RECORD_ENV) == "1"
 
 from . import grade  # noqa: E402 - graded exercises, fences.grade.prove
+from .quiz import quiz, quiz_parts, quiz_question, quiz_show  # noqa: E402 - quick checks (jupyterquiz, imported when shown)
 
 _SHOWN = 160  # characters of an exception message shown to the reader
 
@@ -140,8 +153,35 @@ def raises(expected: type[BaseException] | tuple, match: str):
         _check_pattern(match, text)
         caught.value, caught.message = exc, text
         print(shown_message(exc))
+        _record_raised(type(exc).__name__, text)
     else:
         raise AssertionError(f"expected {names} matching {match!r}, nothing was raised")
+
+
+def _record_raised(kind: str, message: str) -> None:
+    """Under the test plugin, the message in full for the record (one JSON line)."""
+    if recording():
+        import json
+
+        print(f"{RAISED_MARKER} {json.dumps({'class': kind, 'message': message})}")
+
+
+def parse_raised(text: str) -> list[dict]:
+    """The ``[raised]`` lines in a cell's output: each distinct (class, message), in
+    order, at most ``RAISED_KEPT``."""
+    import json
+
+    found: list[dict] = []
+    for line in text.splitlines():
+        if not line.startswith(RAISED_MARKER):
+            continue
+        try:
+            item = json.loads(line[len(RAISED_MARKER):])
+        except ValueError:
+            continue
+        if item not in found and len(found) < RAISED_KEPT:
+            found.append(item)
+    return found
 
 
 #: Messages of other errors, from other operations: a raise/warn pattern that matches
@@ -210,6 +250,7 @@ def warns(expected: type[Warning], match: str):
             _check_pattern(match, str(w.message))
             caught.value, caught.message = w.message, str(w.message)
             print(f"{w.category.__name__}: {_first_line(str(w.message))}")
+            _record_raised(w.category.__name__, str(w.message))
             return
     others = "; ".join(f"{w.category.__name__}: {w.message}" for w in seen) or "none"
     raise AssertionError(

@@ -267,7 +267,7 @@ def test_badge_holds_names_the_first_and_last_release():
 def test_badge_changed_names_the_release_and_both_values():
     runs = series({"2.8.0": "1", "2.9.1": "1", "2.11.0": "2", "2.15.0": "2"}, cpu=())
     b = record.badge("a", runs)
-    assert (b.kind, b.text) == ("changed", "changed in 2.11.0: 1 → 2")
+    assert (b.kind, b.text) == ("changed", "the accelerator: changed in 2.11.0: 1 → 2")
     assert "the accelerator: changed in 2.11.0" in b.title
 
 
@@ -323,13 +323,14 @@ assert x == 1
 def test_badge_by_build():
     runs = series({"2.8.0": "cuda", "2.13.0+cpu": "None", "2.15.0": "cuda"})
     b = record.badge("a", runs)
-    assert (b.kind, b.text) == ("changed", "CPU-only build vs CUDA build: None vs cuda")
+    assert (b.kind, b.text) == ("changed", "the accelerator: seen only on the CPU-only build "
+                                "2.13.0+cpu: None; CUDA builds: cuda")
 
 
 def test_a_change_first_seen_on_a_local_build_names_the_release():
     runs = series({"2.12.1": "1", "2.13.0+cpu": "2", "2.14.1": "2"}, cpu=())
     assert record.badge("a", runs).text == \
-        "changed in 2.13.0 (first recorded on its cpu build): 1 → 2"
+        "the accelerator: changed in 2.13.0 (first recorded on its cpu build): 1 → 2"
 
 
 def test_a_value_that_comes_and_goes_varies():
@@ -351,7 +352,7 @@ def test_badge_not_yet_run_on_a_gpu():
 def test_a_long_change_is_shown_whole():
     old, new = "RuntimeError: " + "x" * 60, "NotImplementedError: " + "y" * 60
     runs = series({"2.8.0": old, "2.15.0": new}, cpu=())
-    assert record.badge("a", runs).text == f"changed in 2.15.0: {old} → {new}"
+    assert record.badge("a", runs).text == f"the accelerator: changed in 2.15.0: {old} → {new}"
 
 
 def test_page_summary_counts_only_the_news():
@@ -534,3 +535,58 @@ def test_the_record_names_a_commit_that_touched_either_package():
     include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
     packages = {name.split(".")[0] for name in include["find"]["include"]}
     assert packages == {"fences", "fencecheck"} and packages <= set(record.BOOK_PATHS)
+
+
+# --- the errors page: each fence's messages, from the record ---
+
+def test_raises_records_the_whole_message_under_the_plugin(monkeypatch, capsys):
+    monkeypatch.setenv(fences.RECORD_ENV, "1")
+    with fences.raises(ValueError, "first"):
+        raise ValueError("first line\nsecond line")
+    out = capsys.readouterr().out
+    assert fences.parse_raised(out) == [{"class": "ValueError", "message": "first line\nsecond line"}]
+    repeated = out * 3 + out.replace("first line", "other")
+    assert len(fences.parse_raised(repeated)) == 2        # each distinct message once
+
+
+def test_raising_calls_are_the_bodies_of_the_raise_blocks():
+    src = "x = 1\nwith fences.raises(E, 'abc'):\n    f(x)\nwith fences.warns(W, 'abc') as w:\n    g()\n" \
+          "with fences.raises(E, 'abc'):\n    f(x)\nwith open('f') as h:\n    h.read()"
+    assert record.raising_calls(src) == ("f(x)", "g()")
+    assert lint.fix("# Fix: cast it,\n#   then retry.\nassert 1") == "cast it, then retry."
+
+
+def test_the_errors_page_quotes_the_reference_run_and_names_other_words():
+    a = {**rec("a-raise"), "raised": [{"class": "RuntimeError", "message": "new words"}]}
+    old = {**rec("a-raise"), "raised": [{"class": "RuntimeError", "message": "old words"}]}
+    quiet = rec("b-quiet")
+    runs = [run("2.8.0", [old, quiet]), run("2.13.0+cpu", [a, quiet], torch="2.13.0+cpu")]
+    current = [fence("a-raise"), fence("b-quiet")]
+    found = record.errors(runs, current, "2.13.0+cpu")
+    assert [(r.fence.id, r.kind, r.message) for r in found] == [("a-raise", "RuntimeError", "new words")]
+    assert found[0].elsewhere == {"2.8.0": ("RuntimeError", "old words")}
+    from fencecheck import verified
+
+    html = verified.errors_html(found, lambda c: "a.html", "2.13.0+cpu", {"book/a.md": "Chapter A"})
+    assert "<h2" in html and "Chapter A" in html and "RuntimeError: new words" in html
+    assert "2.8.0: <code>RuntimeError: old words</code>" in html
+    assert 'href="a.html#fence-a-raise"' in html
+    assert "No messages recorded yet" in verified.errors_html([], lambda c: "", "x", {})
+
+
+def test_a_build_difference_is_claimed_only_where_a_release_ran_in_both_builds():
+    """Both builds of 2.13.0 recorded, disagreeing: "build". Only the CPU build of 2.13.0
+    beside CUDA builds of other releases: the record cannot tell build from release."""
+    cpu = run("2.13.0+cpu", [rec("a", observed={"v": "1"})], build="CPU-only", torch="2.13.0+cpu")
+    cuda = run("2.13.0", [rec("a", observed={"v": "2"})])
+    other = run("2.14.1", [rec("a", observed={"v": "2"})])
+    both = record.fence_changes("a", [cpu, cuda, other])
+    assert [c.kind for c in both] == ["build"]
+    lone = record.fence_changes("a", [cpu, other])
+    assert [c.kind for c in lone] == ["one-build"]
+    assert lone[0].text() == "seen only on the CPU-only build 2.13.0+cpu: 1; CUDA builds: 2"
+
+
+def test_a_value_reads_in_words():
+    assert record.words("{'float16': 1.0, 'bfloat16': 1.0}") == "float16: 1.0; bfloat16: 1.0"
+    assert record.words("(1, 12, 4)") == "1, 12, 4" and record.words("RuntimeError") == "RuntimeError"

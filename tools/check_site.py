@@ -15,7 +15,12 @@ measures of each page (printed for every page): screens at 1400×900 to the
 end of the exercises (at most 20 on a lesson, a page with a ``-reference``
 page), the longest code cell and the outputs shown without a click (at
 most 15 lines), and no ``[observed]`` line. A badge's link must open
-the collapsed grid of the Verified-on page at the fence's row. Then searches for each
+the collapsed grid of the Verified-on page at the fence's row. Then the quick checks
+(``fences.quiz``): each lesson whose front matter says ``tensor-fences: {form: 3}`` has at
+least 8, printed per lesson, and each is answered in Chromium, a wrong answer then the
+build's key, which must read differently and be graded wrong and right; the stride drill
+(``book/stride-drill``) has at least 200 chains, every widget rendered, and 20 chains
+answered the same way. Then searches for each
 chapter's topic and expects that chapter first. Saves a screenshot per page,
 width and mode under _build/screenshots/ (the workflow keeps them). Exits 1
 on any failure.
@@ -58,7 +63,7 @@ SEARCHES = {"stride": "views", "promotion": "promotion", "bfloat16": "dtypes",
             "accelerator": "devices", "from_numpy": "creation"}
 
 # Measured in the page: facts a reader would see, as one JSON object.
-LAYOUT_JS = """() => {
+LAYOUT_JS = r"""() => {
   const pres = [...document.querySelectorAll('div.cell_input pre')];
   const wrapping = pres.filter(p => !['pre', 'nowrap'].includes(getComputedStyle(p).whiteSpace));
   const glued = [...document.querySelectorAll('span.pasted-text, span.pasted-inline')];
@@ -67,6 +72,11 @@ LAYOUT_JS = """() => {
     wrapping: wrapping.length,
     bold: glued.filter(g => parseInt(getComputedStyle(g).fontWeight) >= 600).length,
     executed: document.querySelectorAll('p.tf-executed').length,
+    clipped: [...document.querySelectorAll('.tf-scroll')].filter(d =>
+        d.offsetParent !== null && !d.closest('details:not([open])') &&
+        d.scrollWidth > d.clientWidth + 1).length,
+    dumps: [...document.querySelectorAll('table.tf-changes td')].filter(td =>
+        /\{'|\['|\('|': /.test(td.innerText)).length,
     cells: document.querySelectorAll('div.cell').length,
   };
 }"""
@@ -101,7 +111,8 @@ MEASURE_JS = """() => {
 # (``tensor-fences: {form: 3}``): what a reader sees happen, and how long it takes.
 #: Reading time: prose words at READ_WPM a minute plus each visible code line at
 #: CODE_LINE_S seconds, over the teaching part (from the top to the exercises).
-READ_WPM, CODE_LINE_S = 200, 6
+from fencecheck.lint import CODE_LINE_S, READ_WPM, reading_minutes  # noqa: E402 - one home
+
 FORM3_GOALS = {"showing": 0.9, "minutes": 30, "teaching_screens": 12}
 FORM3_JS = """() => {
   const article = document.querySelector('article') || document.querySelector('main');
@@ -140,7 +151,7 @@ def form3_facts(facts: dict) -> dict:
     """The lesson form's figures from the page's raw counts: the share of lesson fences
     that show an output and the estimated reading time in minutes."""
     share = facts["showing"] / facts["fences"] if facts["fences"] else 1.0
-    minutes = facts["words"] / READ_WPM + facts["code_lines"] * CODE_LINE_S / 60
+    minutes = reading_minutes(facts["words"], facts["code_lines"])
     return {**facts, "share": round(share, 3), "minutes": round(minutes, 1)}
 
 
@@ -171,14 +182,6 @@ def measure_form3(browser, url: str, pagename: str) -> dict:
     facts = page.evaluate(FORM3_JS)
     page.close()
     return form3_facts(facts)
-
-
-def declares_form3(pagename: str) -> bool:
-    """Does the chapter behind ``pagename`` declare the lesson form of standard 3?"""
-    from fencecheck.chapter import form
-
-    path = ROOT / f"{pagename}.md"
-    return path.exists() and form(path.read_text(encoding="utf-8")) == 3
 
 
 def measure_problems(facts: dict) -> list[str]:
@@ -297,6 +300,12 @@ def layout_problems(facts: dict) -> list[str]:
                         "(a wrapped line reads as another statement)")
     if facts["bold"]:
         problems.append(f"{facts['bold']} glued value(s) rendered bold")
+    if facts.get("clipped"):
+        problems.append(f"{facts['clipped']} table(s) clipped on the right (they scroll "
+                        "inside their box)")
+    if facts.get("dumps"):
+        problems.append(f"{facts['dumps']} cell(s) of What changed show a raw dict, list or "
+                        "tuple instead of words")
     if facts["cells"] and not facts["executed"]:
         problems.append("no 'Executed with torch ...' line on an executed page")
     return problems
@@ -317,6 +326,209 @@ def accessibility_problems(page) -> list[str]:
             f"{(v['why'] or '').splitlines()[-1][:160]}" for v in result]
 
 
+# Quick checks (fences.quiz, rendered by jupyterquiz): each lesson of the new form has at
+# least QUIZ_GOAL, and each is answered in Chromium as a reader would (a click, or text
+# typed then Enter): a wrong answer and the right one must read differently, the right one
+# graded right and the wrong one wrong. The right answer is the key the build computed
+# (the container's data-keys), not what the widget thinks is right.
+QUIZ_GOAL = 8
+#: The stride drill: at least DRILL_CHAINS chains of three questions (shape, stride,
+#: contiguous), every widget rendered, DRILL_SAMPLE chains answered.
+DRILL = "book/stride-drill"
+DRILL_CHAINS, DRILL_PER_CHAIN, DRILL_SAMPLE = 200, 3, 20
+
+#: Every quiz container once jupyterquiz has run: its questions, rendered or not.
+QUIZ_JS = """() => [...document.querySelectorAll('div.tf-quiz')].map(d => ({
+  name: d.dataset.quiz, expected: parseInt(d.dataset.questions), keys: JSON.parse(d.dataset.keys || '[]'),
+  rendered: d.querySelectorAll('.Quiz').length, pending: d.querySelectorAll('.tf-quiz-pending').length}))"""
+
+
+def lesson_form(pagename: str, root: Path = ROOT) -> int | None:
+    """The lesson form a page's front matter declares (``tensor-fences: {form: 3}``)."""
+    from fencecheck.chapter import form
+
+    source = root / f"{pagename}.md"
+    return form(source.read_text(encoding="utf-8")) if source.exists() else None
+
+
+def _feedback(wrapper) -> tuple[str, str]:
+    fb = wrapper.locator(".Feedback").first
+    if not fb.count():
+        return "", ""
+    return (fb.get_attribute("class") or "", fb.inner_text().strip())
+
+
+def answer_question(page, container: int, index: int, key: str) -> list[str]:
+    """Answer question ``index`` of quiz container ``container`` wrong, then right."""
+    box = page.locator("div.tf-quiz").nth(container)
+    name = box.get_attribute("data-quiz")
+    wrapper = box.locator(f'.Quiz[data-qnum="{index}"]').first
+    where = f"quick check {name} #{index + 1}"
+    if not wrapper.count():
+        return [f"{where}: not rendered"]
+    wrapper.evaluate("w => { for (let d = w.closest('details'); d; d = d.parentElement.closest('details'))"
+                     " d.open = true; }")
+    seen = []
+    buttons = wrapper.locator("label.MCButton")
+    if buttons.count():
+        texts = [t.strip() for t in buttons.all_inner_texts()]
+        if key not in texts:
+            return [f"{where}: no choice reads the key {key!r} (choices: {texts})"]
+        wrong = next(i for i, t in enumerate(texts) if t != key)
+        for i in (wrong, texts.index(key)):
+            buttons.nth(i).click()
+            seen.append(_feedback(wrapper))
+    else:
+        field = wrapper.locator("input.Input-text").first
+        if not field.count():
+            return [f"{where}: neither choices nor a field to type in"]
+        numeric = wrapper.locator(".NumericQn").count() > 0
+        for text in ((key + "1") if numeric else ("not " + key), key):
+            field.fill(text)
+            field.press("Enter")
+            seen.append(_feedback(wrapper))
+    (wrong_class, wrong_text), (right_class, right_text) = seen
+    problems = []
+    if not right_text or (wrong_class, wrong_text) == (right_class, right_text):
+        problems.append(f"{where}: a wrong and the right answer give the same feedback {right_text!r}")
+    if "correct" not in right_class.split():
+        problems.append(f"{where}: the right answer {key!r} is graded wrong ({right_text!r})")
+    if "incorrect" not in wrong_class.split():
+        problems.append(f"{where}: a wrong answer is graded right ({wrong_text!r})")
+    return problems
+
+
+def quiz_check(browser, url: str, pagename: str, drill: bool = False) -> tuple[dict, list[str]]:
+    """Count a page's quick checks (or drill chains) and answer them in Chromium: every
+    question of a lesson; for the drill, every widget present and DRILL_SAMPLE chains
+    answered. Returns (facts, problems)."""
+    page = browser.new_page(viewport={"width": SCREEN[0], "height": SCREEN[1]}, color_scheme="light")
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+    page.goto(f"{url}/{pagename}.html", wait_until="load")
+    try:
+        page.wait_for_function("() => [...document.querySelectorAll('div.tf-quiz')]"
+                               ".every(d => d.dataset.rendered === '1')", timeout=10000)
+    except Exception:  # noqa: BLE001 - reported below, container by container
+        pass
+    boxes = page.evaluate(QUIZ_JS)
+    expected = sum(b["expected"] for b in boxes)
+    rendered = sum(b["rendered"] for b in boxes)
+    problems = [f"quick check {b['name']}: {b['rendered']} of its {b['expected']} question(s) rendered"
+                + (" (its text before JavaScript is still shown)" if b["pending"] else "")
+                for b in boxes if b["rendered"] != b["expected"] or b["pending"]]
+    problems += [f"quick check {b['name']}: {len(b['keys'])} keys for {b['expected']} questions"
+                 for b in boxes if len(b["keys"]) != b["expected"]]
+    questions = [(c, i, k) for c, b in enumerate(boxes) for i, k in enumerate(b["keys"])]
+    facts = {"questions": expected, "rendered": rendered, "answered": 0}
+    if drill:
+        chains = expected // DRILL_PER_CHAIN
+        facts["chains"] = chains
+        if chains < DRILL_CHAINS:
+            problems.append(f"{chains} chains on the drill (goal: at least {DRILL_CHAINS})")
+        step = max(1, chains // DRILL_SAMPLE)
+        picked = set(range(0, chains, step)[:max(DRILL_SAMPLE, 1)])
+        questions = [q for n, q in enumerate(questions) if n // DRILL_PER_CHAIN in picked]
+        facts["sampled"] = len(picked & set(range(chains)))
+    elif expected < QUIZ_GOAL:
+        problems.append(f"{expected} quick checks (goal: at least {QUIZ_GOAL})")
+    for c, i, key in questions:
+        problems += answer_question(page, c, i, key)
+        facts["answered"] += 1
+    if questions:
+        problems += [f"after answering: {p}" for p in accessibility_problems(page)]
+    problems += [f"console: {e}" for e in errors]
+    page.close()
+    return facts, problems
+
+
+def quiz_line(name: str, facts: dict) -> str:
+    if "chains" in facts:
+        return (f"     drill {name}: {facts['chains']} chains ({facts['rendered']} of {facts['questions']} "
+                f"questions rendered), {facts['sampled']} chains answered in Chromium")
+    return (f"     quick checks {name}: {facts['questions']} ({facts['rendered']} rendered, "
+            f"{facts['answered']} answered wrong then right in Chromium)")
+
+
+def quiz_page(title: str, boxes: list[tuple[str, list[dict]]]) -> str:
+    """A page holding quiz containers as the site shows them (fences.quiz_parts)."""
+    import fences
+
+    body = ""
+    for name, questions in boxes:
+        markup, script = fences.quiz_parts(name, questions)
+        body += f'<div class="cell_output">{markup}<script type="application/javascript">{script}</script></div>\n'
+    return HEAD.format(title=title) + f"<body><main><h1>{title}</h1>{body}</main></body></html>"
+
+
+def planted_quizzes() -> dict[str, tuple[str, list[str]]]:
+    """Pages for the quiz measures' self-test: name -> (HTML, what it must be failed for;
+    none for a page that must pass)."""
+    import fences
+
+    ask = fences.quiz_question
+    good = [ask(f"Q{n}: what is `x.stride()`?", (n, 1), choices=[(n, 1), (1, n)], explain="rows")
+            for n in range(2, 6)]
+    good += [ask("What is `x.shape`?", (2, 3)), ask("What dtype?", "float32"),
+             ask("How many?", 12, explain="3 * 4"), ask("Contiguous?", True, choices=[True, False])]
+    swapped = ask("Swapped key?", 1, choices=[1, 2])            # the widget grades 2 as right
+    for a in swapped["answers"]:
+        a["correct"] = not a["correct"]
+    same = ask("Same feedback?", 1, choices=[1, 2])             # every answer reads "Not that."
+    for a in same["answers"]:
+        a.update(correct=False, feedback="Not that.")
+    typed = ask("Typed, key missing?", (4, 1))
+    typed["answers"] = [a for a in typed["answers"] if a.get("type") == "default"] + [
+        {"answer": "(1, 4)", "correct": True, "feedback": "Right."}]
+    unread = ask("No choice reads the key?", 1, choices=[1, 2])
+    unread["key"] = "3"
+    broken = ask("Never rendered?", 1, choices=[1, 2])
+    bad_page = quiz_page("Bad quiz", [("bad-swapped", [swapped]), ("bad-same", [same]),
+                                      ("bad-typed", [typed]), ("bad-unread", [unread])])
+    bad_page = bad_page.replace("</main>", quiz_page("x", [("bad-broken", [broken])])
+                                .split("<h1>x</h1>")[1].split("</main>")[0]
+                                .replace("show_questions(questions", "show_questions(nothing") + "</main>")
+    chain = [ask("Chain: shape?", (2, 3)), ask("Chain: stride?", (3, 1)),
+             ask("Chain: contiguous?", True, choices=[True, False])]
+    return {
+        "quiz-good": (quiz_page("Good quiz", [(f"good-{n}", [q]) for n, q in enumerate(good)]), []),
+        "quiz-bad": (bad_page, ["5 quick checks (goal", "bad-swapped #1: the right answer",
+                                "bad-swapped #1: a wrong answer is graded right",
+                                "bad-same #1: a wrong and the right answer give the same",
+                                "bad-typed #1: the right answer", "bad-unread #1: no choice reads",
+                                "bad-broken: 0 of its 1 question(s) rendered"]),
+        "drill-good": (quiz_page("Good drill", [(f"drill-{k}", chain * 20) for k in range(10)]), []),
+        "drill-bad": (quiz_page("Bad drill", [("drill-short", chain * 199)]), ["199 chains on the drill"]),
+    }
+
+
+def quiz_self_test(browser) -> list[str]:
+    """The quiz measures pass good pages and fail each planted defect."""
+    import tempfile
+
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        planted = planted_quizzes()
+        for name, (text, _) in planted.items():
+            Path(tmp, f"{name}.html").write_text(text)
+        server, url = serve(Path(tmp))
+        try:
+            for name, (_, expected) in planted.items():
+                facts, problems = quiz_check(browser, url, name, drill=name.startswith("drill"))
+                if not expected and problems:
+                    failures.append(f"self-test: {name} was failed: {problems}")
+                for e in expected:
+                    if not any(e in p for p in problems):
+                        failures.append(f"self-test: {name} was not failed for {e!r}: {problems}")
+                if name == "quiz-good" and (facts["questions"], facts["answered"]) != (8, 8):
+                    failures.append(f"self-test: quiz-good counted {facts}")
+                if name == "drill-good" and facts.get("sampled", 0) < DRILL_SAMPLE:
+                    failures.append(f"self-test: drill-good sampled {facts}")
+        finally:
+            server.shutdown()
+    return failures
+
+
 def check_search(page, url: str, query: str, chapter: str) -> list[str]:
     """A search for a chapter's topic lists that chapter first."""
     page.goto(f"{url}/search.html?q={query}", wait_until="load")
@@ -330,6 +542,39 @@ def check_search(page, url: str, query: str, chapter: str) -> list[str]:
     page.screenshot(path=str(SHOTS / f"search-{query}.png"))
     if not hrefs or f"{chapter}.html" not in hrefs[0]:
         return [f"search for {query!r} does not list the {chapter} chapter first (got {hrefs[:4]})"]
+    return []
+
+
+ERRORS = "book/errors"
+#: How far down the site search's results the explaining page may be.
+ERROR_RANK = 3
+
+
+def error_messages(page, url: str) -> list[tuple[str, str]]:
+    """(message as printed, the page that explains it) for each entry of the errors page."""
+    page.goto(f"{url}/{ERRORS}.html", wait_until="load")
+    return page.evaluate("""() => [...document.querySelectorAll('div.tf-error')].map(d => [
+        d.querySelector('p.tf-error-message').innerText.trim(),
+        (d.querySelector('a[href*="#fence-"]') || {}).getAttribute('href') || ''])""")
+
+
+def check_error_search(page, url: str, message: str, explained: str) -> list[str]:
+    """The full message pasted into the site's search lists the explaining page (or the
+    errors page) among the first ``ERROR_RANK`` results."""
+    from urllib.parse import quote
+
+    target = explained.split("#")[0].split("/")[-1] or "errors.html"
+    page.goto(f"{url}/search.html?q={quote(message)}", wait_until="load")
+    try:
+        page.wait_for_selector("ul.search li a", timeout=15000)
+    except Exception:  # noqa: BLE001 - a timeout is the failure we report
+        return [f"search for the message {message[:90]!r} found nothing"]
+    links = page.locator("ul.search li a")
+    hrefs = [links.nth(i).get_attribute("href") or "" for i in range(min(links.count(), ERROR_RANK))]
+    pages = [h.split("?")[0].split("#")[0].split("/")[-1] for h in hrefs]
+    if target not in pages and "errors.html" not in pages:
+        return [f"search for the message {message[:90]!r} lists {pages}, not {target} "
+                f"or errors.html, in its first {ERROR_RANK}"]
     return []
 
 
@@ -375,13 +620,15 @@ BAD = HEAD.format(title="Bad page") + """<body><main>
 <div class="cell tag_fence"><p class="tf-badge-line"><a class="tf-badge tf-badge-holds"
 href="#">holds on 2.8.0</a></p><div class="cell_input"><pre>assert 1 == 2</pre></div></div>
 <p style="color:#bbb;background:#fff">faint text</p>
+<div class="tf-scroll" style="overflow-x:auto;max-width:200px"><table class="tf-changes"><tr>
+<td style="white-space:nowrap">{'float16': 1.0, 'bfloat16': 1.0} and more words in a row</td></tr></table></div>
 <div class="output traceback"><pre>Traceback (most recent call last): AssertionError</pre></div>
 <script>console.error("boom")</script></main></body></html>"""
 #: Each defect planted in BAD, and the words the checker must fail it with.
 PLANTED = ["traceback output", "Traceback (most recent", "rendered empty", "no .ipynb download",
            "console: boom", "rendered bold", "wrap lines", "scrolls sideways",
            "no 'Executed with torch", "color-contrast", "1 fences and no line saying",
-           "badge(s) that carry no news"]
+           "badge(s) that carry no news", "clipped on the right", "show a raw dict"]
 #: A lesson planted with each measure over its goal, and one within every goal.
 LONG = "\n".join(f"x{n} = {n}" for n in range(20))
 BAD_LESSON = HEAD.format(title="Long lesson") + f"""<body><main><article>
@@ -482,6 +729,8 @@ def main(argv: list[str]) -> int:
             browser = launch(pw)
             failures += report("self-test: the checker fails a page with each defect",
                                self_test(browser))
+            failures += report("self-test: the quick-check measures fail each planted defect",
+                               quiz_self_test(browser))
             checks = 1
             for name in pages:
                 for device, width, mode in VIEWS:
@@ -506,7 +755,7 @@ def main(argv: list[str]) -> int:
                 failures += report(f"{name}: the reader's measures", problems)
                 if lesson:
                     f3 = measure_form3(browser, url, name)
-                    form3 = declares_form3(name)
+                    form3 = lesson_form(name) == 3
                     print(f"     lesson form {name}: {f3['showing']} of {f3['fences']} lesson "
                           f"fences show output ({f3['share']:.0%}), {len(f3['silent'])} raise/warn "
                           f"fences without their message, about {f3['minutes']} minutes to read "
@@ -519,12 +768,35 @@ def main(argv: list[str]) -> int:
                         checks += 1
                         failures += report(f"{name}: the lesson form's measures",
                                            form3_problems(f3))
+            # Quick checks: every lesson of the new form (its front matter), and the drill.
+            for name in pages:
+                drill = name == DRILL
+                if not drill and lesson_form(name) != 3:
+                    continue
+                facts, problems = quiz_check(browser, url, name, drill=drill)
+                print(quiz_line(name, facts), flush=True)
+                checks += 1
+                failures += report(f"{name}: {'the drill' if drill else 'quick checks'} answered "
+                                   "in Chromium", problems)
             for query, chapter in SEARCHES.items():
                 page = browser.new_page()
                 problems = check_search(page, url, query, chapter)
                 page.close()
                 checks += 1
                 failures += report(f"search {query!r}", problems)
+            if ERRORS in pages:
+                page = browser.new_page()
+                found = error_messages(page, url)
+                problems = [] if found else ["the errors page lists no message"]
+                # the check can fail: a message no page holds is not found
+                if not check_error_search(page, url, "zqxvj wombat flux capacitor", ERRORS):
+                    problems.append("self-test: a message on no page passed the search check")
+                for message, explained in found:
+                    problems += check_error_search(page, url, message, explained)
+                page.close()
+                checks += 1
+                failures += report(f"search: each of the {len(found)} messages on the errors "
+                                   f"page finds its explanation in the first {ERROR_RANK}", problems)
             problems = check_badge_link(browser, url, [n for n in pages if n != VERIFIED])
             checks += 1
             failures += report("a badge opens its row on the Verified-on page", problems)

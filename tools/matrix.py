@@ -207,6 +207,7 @@ def run_release(release: Release) -> int:
         return 1
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [str(venv / "bin" / "python"), "-m", "pytest", "book", "-q", "-p", "no:cacheprovider",
+           "-n", "auto", "--dist", "loadscope",
            "--fences-fresh-kernel", "--fences-results", str(out), "--fences-release", release.name]
     print(f"[matrix] {release.name}: {' '.join(cmd[2:])}", flush=True)
     code = subprocess.run(cmd, cwd=ROOT, env=env).returncode
