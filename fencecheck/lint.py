@@ -501,7 +501,9 @@ def lesson_problems(nb, lines: list[int] | None = None) -> list[str]:
         ident = fence_id(cell)
         if ident:
             where += f" (fence {ident})"
-        if "fence" in tags and PROOF_TAG in tags:
+        if in_solution:
+            visible, folded = "", cell.source   # a solution is collapsed: not the lesson's
+        elif "fence" in tags and PROOF_TAG in tags:
             caption = proves(cell.source)
             if len(caption) > MAX_CAPTION:
                 problems.append(f"{where}: the proof's caption is {len(caption)} characters, "
@@ -519,7 +521,7 @@ def lesson_problems(nb, lines: list[int] | None = None) -> list[str]:
             elif not (_calls_any(visible, SHOWING) or _calls_any(folded, {"quiz"})):
                 problems.append(f"{where}: the teaching part shows nothing: end it with "
                                 "fences.show(...), a raises block or a table")
-        elif in_solution or tags & FOLDING_TAGS:
+        elif tags & FOLDING_TAGS:
             visible, folded = "", cell.source
         else:
             visible, folded = cell.source, ""

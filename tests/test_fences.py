@@ -20,7 +20,8 @@ from fencecheck.chapter import HEADER
 
 # --- raises / warns -------------------------------------------------------
 
-def test_raises_passes_and_shows_the_message(capsys):
+def test_raises_passes_and_shows_the_message(capsys, monkeypatch):
+    monkeypatch.delenv(fences.RECORD_ENV, raising=False)   # the page: no [raised] line
     with fences.raises(ValueError, "bad val") as caught:
         raise ValueError("bad value here\nsecond line")
     assert isinstance(caught.value, ValueError)
@@ -106,7 +107,8 @@ def test_raises_accepts_a_library_subclass():
         raise torch.OutOfMemoryError("xyz")
 
 
-def test_raises_shortens_a_long_message(capsys):
+def test_raises_shortens_a_long_message(capsys, monkeypatch):
+    monkeypatch.delenv(fences.RECORD_ENV, raising=False)
     with fences.raises(ValueError, "aaa"):
         raise ValueError("a" * 1000)
     assert len(capsys.readouterr().out.strip()) < 300

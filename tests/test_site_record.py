@@ -118,7 +118,8 @@ def badges(page: str) -> list[tuple[str, str, str]]:
 def test_a_badge_only_where_there_is_news_linking_to_its_row(site):
     found = badges(site[2]["a"])
     assert found == [
-        ("changed", "verified.html#fence-flag-check", "changed in 2.11.0: False → True"),
+        ("changed", "verified.html#fence-flag-check",
+         "whether herons fly (the book's words win over the label): changed in 2.11.0: False → True"),
         ("gpu", "verified.html#fence-gpu-only", "not yet run on a GPU"),
     ], found
     assert f'id="fence-{GRID_ONLY}"' in site[2]["a"]  # the Verified-on page links back here

@@ -12,7 +12,12 @@ show it: no MyST syntax left in a Markdown cell, no solution open, and no
 link to a repository (``fencecheck.jupyter``). Last, opens each in JupyterLab in
 Chromium and checks what shows: the proofs and solutions collapsed, no MyST
 or glue placeholder in the rendered Markdown (a screenshot per notebook in
-``_build/screenshots/``). Fails on any error, naming the chapter.
+``_build/screenshots/``). A lesson of the new form (``tensor-fences: {form: 3}``) is
+trusted first, as its reader would ("Trust Notebook", or running it), so JupyterLab runs
+the quick checks' saved JavaScript (jupyterquiz's own mechanism): at least 8 must render
+and each is answered wrong then right, which must be graded apart (check_site's
+``answer_question``). Planted notebooks (8 working quick checks; 7, one without its
+script) check that this part can fail. Fails on any error, naming the chapter.
 """
 from __future__ import annotations
 
@@ -29,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from check_site import report, serve, toc_pages  # noqa: E402
+from check_site import lesson_form, report, serve, toc_pages  # noqa: E402
 
 from fencecheck.sphinx import WHEEL_DIR  # noqa: E402
 
@@ -92,10 +97,100 @@ PLANTED = json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells
     {"cell_type": "markdown", "id": "last", "metadata": {}, "source": "The value is {glue:text}`x`."}]})
 
 
-def lab_problems(folder: Path, names: list[str]) -> dict[str, list[str]]:
+def quiz_outputs(nb: dict) -> int:
+    """How many quick-check questions a notebook's saved outputs hold (fences.quiz)."""
+    import re
+
+    total = 0
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
+            html = "".join((out.get("data") or {}).get("text/html", ""))
+            total += sum(int(n) for n in re.findall(r'class="tf-quiz"[^>]*data-questions="(\d+)"', html))
+    return total
+
+
+def trust(folder: Path, path: Path) -> None:
+    """Sign ``path`` as its reader would trust it (JupyterLab: "Trust Notebook"), in the
+    lab's own data folder: JupyterLab then runs its saved JavaScript, the quick checks."""
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    nb = nbformat.read(path, as_version=4)
+    (folder / ".lab-data").mkdir(exist_ok=True)
+    NotebookNotary(data_dir=str(folder / ".lab-data")).sign(nb)
+
+
+def lab_quiz_problems(page, expected: int) -> list[str]:
+    """In the notebook open in ``page``: the quick checks render (jupyterquiz's own
+    script, from the saved outputs) and each grades a wrong answer and the right one
+    differently (``check_site.answer_question``). At least ``check_site.QUIZ_GOAL``."""
+    from check_site import QUIZ_GOAL, QUIZ_JS, answer_question
+
+    problems = [] if expected >= QUIZ_GOAL else [f"{expected} quick checks in the notebook's "
+                                                 f"outputs (goal: at least {QUIZ_GOAL})"]
+    try:
+        page.wait_for_function("(n) => { const d = [...document.querySelectorAll('%s div.tf-quiz')];"
+                               " return d.reduce((a, x) => a + x.querySelectorAll('.Quiz').length, 0) >= n"
+                               " && d.every(x => x.dataset.rendered === '1'); }" % OPEN,
+                               arg=expected, timeout=60000)
+    except Exception:  # noqa: BLE001 - what did render is reported below
+        pass
+    boxes = page.evaluate(QUIZ_JS)
+    rendered = sum(b["rendered"] for b in boxes)
+    if rendered < expected:
+        problems.append(f"{rendered} of {expected} quick checks rendered in JupyterLab "
+                        "(a collapsed output, or its JavaScript did not run)")
+    page.set_default_timeout(5000)
+    for c, box in enumerate(boxes):
+        for i, key in enumerate(box["keys"][:box["rendered"]]):
+            try:
+                problems += answer_question(page, c, i, key)
+            except Exception as exc:  # noqa: BLE001 - a click that cannot happen is a failure
+                problems.append(f"quick check {box['name']} #{i + 1}: could not answer it "
+                                f"({type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
+    return problems
+
+
+def planted_quiz_notebooks() -> dict[str, str]:
+    """Two notebooks whose outputs hold quick checks as the site's build saves them:
+    eight that work, and seven of which the last has lost its JavaScript output."""
+    import fences
+
+    def notebook(questions, broken=()):
+        cells = []
+        for n, q in enumerate(questions):
+            markup, script = fences.quiz_parts(f"planted-{n}", [q])
+            outputs = [{"output_type": "display_data", "metadata": {},
+                        "data": {"text/html": markup, "text/plain": "<HTML>"}}]
+            if n not in broken:
+                outputs.append({"output_type": "display_data", "metadata": {},
+                                "data": {"application/javascript": script, "text/plain": "<JS>"}})
+            cells.append({"cell_type": "code", "id": f"q{n}", "metadata": {}, "execution_count": n + 1,
+                          "source": f"# quick check {n}", "outputs": outputs})
+        return json.dumps({"nbformat": 4, "nbformat_minor": 5, "cells": cells, "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}})
+
+    ask = fences.quiz_question
+    qs = [ask(f"Q{n}: what is `x.stride()`?", (n, 1), choices=[(n, 1), (1, n)]) for n in range(2, 6)]
+    qs += [ask("What is `x.shape`?", (2, 3)), ask("What dtype?", "float32"), ask("How many?", 12),
+           ask("Contiguous?", True, choices=[True, False])]
+    return {"planted-quiz-good": notebook(qs), "planted-quiz-bad": notebook(qs[:7], broken={6})}
+
+
+def quiz_self_test(good: list[str], bad: list[str]) -> list[str]:
+    failures = [f"the good planted notebook was failed: {good}"] if good else []
+    for expected in ("7 quick checks", "6 of 7 quick checks rendered"):
+        if not any(expected in p for p in bad):
+            failures.append(f"the bad planted notebook was not failed for {expected!r}: {bad}")
+    return failures
+
+
+def lab_problems(folder: Path, names: list[str], quizzed: frozenset = frozenset()) -> dict[str, list[str]]:
     """Open each notebook of ``folder`` in JupyterLab in Chromium, as a reader would:
     every proof and solution collapsed, no glue placeholder or MyST left in the rendered
-    Markdown. One screenshot per notebook in _build/screenshots/lab-<name>.png."""
+    Markdown. One screenshot per notebook in _build/screenshots/lab-<name>.png. The
+    notebooks named in ``quizzed`` (lessons of the new form) are trusted first and their
+    quick checks answered (``lab_quiz_problems``)."""
     import secrets
     import socket
 
@@ -117,13 +212,16 @@ def lab_problems(folder: Path, names: list[str]) -> dict[str, list[str]]:
         target = settings / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(value))
+    for name in quizzed:
+        trust(folder, folder / f"{name}.ipynb")
     lab = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
          "--ip=127.0.0.1", f"--IdentityProvider.token={token}", "--allow-root",
          f"--ServerApp.root_dir={folder}", "--LabApp.news_url=", "--ServerApp.open_browser=False",
          f"--LabApp.workspaces_dir={folder / '.lab-workspaces'}"],   # none left in the home folder
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**__import__("os").environ, "JUPYTERLAB_SETTINGS_DIR": str(settings)})
+        env={**__import__("os").environ, "JUPYTERLAB_SETTINGS_DIR": str(settings),
+             "JUPYTER_DATA_DIR": str(folder / ".lab-data")})   # the trust database of trust()
     found: dict[str, list[str]] = {}
     try:
         base = f"http://127.0.0.1:{port}"
@@ -157,9 +255,9 @@ def lab_problems(folder: Path, names: list[str]) -> dict[str, list[str]]:
                     found[name] = [f"not all {markdown} Markdown cells rendered in 120 s"]
                     continue
                 facts = page.evaluate(LAB_JS)
+                problems = lab_quiz_problems(page, quiz_outputs(nb)) if name in quizzed else []
                 page.screenshot(path=str(SHOTS / f"lab-{name}.png"))
                 page.close()
-                problems = []
                 if facts["collapsed"] < hidden:
                     problems.append(f"{facts['collapsed']} cells shown collapsed, {hidden} should be")
                 left = jupyter.LEFT.findall(facts["markdown"]) + \
@@ -212,13 +310,21 @@ def main(argv: list[str]) -> int:
                 stem = name.replace("/", "_")
                 (lab / f"{stem}.ipynb").write_bytes((Path(tmp) / stem / f"{Path(name).stem}.ipynb")
                                                     .read_bytes())
-            # The self-test: a notebook left in MyST must be failed.
+            # The self-test: a notebook left in MyST must be failed; a notebook with 8
+            # working quick checks passed, one with 7 of which one never renders failed.
             (lab / "planted-myst.ipynb").write_text(PLANTED)
+            for stem, text in planted_quiz_notebooks().items():
+                (lab / f"{stem}.ipynb").write_text(text)
             stems = [n.replace("/", "_") for n in pages]
-            seen = lab_problems(lab, stems + ["planted-myst"])
+            quizzed = frozenset(n.replace("/", "_") for n in pages if lesson_form(n) == 3)
+            seen = lab_problems(lab, stems + ["planted-myst", "planted-quiz-good", "planted-quiz-bad"],
+                                quizzed | {"planted-quiz-good", "planted-quiz-bad"})
             planted = seen.pop("planted-myst")
             failures += report("self-test: JupyterLab shows raw MyST in a planted notebook",
                                [] if planted else ["the planted notebook was not failed"])
+            good, bad = seen.pop("planted-quiz-good"), seen.pop("planted-quiz-bad")
+            failures += report("self-test: JupyterLab grades 8 planted quick checks and fails a "
+                               "notebook with 7, one not rendering", quiz_self_test(good, bad))
             for stem, problems in seen.items():
                 failures += report(f"{stem}: in JupyterLab (screenshot lab-{stem}.png)", problems)
     finally:

@@ -1,0 +1,130 @@
+"""Quick checks on a built site: a small book (a lesson of the new form with 8 quick
+checks, one with 7, the stride drill) is built and executed by ``jupyter-book``, then
+answered in Chromium by check_site's own measures. Without Chromium or axe-core (make
+check-site installs it), only the build is checked."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fencecheck.chapter import HEADER
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+FORM3 = HEADER[:-4] + "tensor-fences: {form: 3}\n---\n"
+IMPORTS = "```{code-cell} ipython3\nimport torch\n\nimport fences\n```\n"
+
+#: (fence id, the question's code, the fences.quiz call's arguments, the witness)
+CHECKS = [
+    ("permute", "y = torch.zeros(2, 3, 4).permute(2, 0, 1)",
+     '"What is `y.stride()`?", y.stride(),\n    choices=[(1, 12, 4), (12, 4, 1), (4, 12, 1)],\n'
+     '    explain="permute reorders the strides"', "(1, 12, 4)"),
+    ("shape", "y = torch.zeros(2, 3).t()", '"What is `y.shape`?", tuple(y.shape)', "(3, 2)"),
+    ("numel", "y = torch.zeros(2, 3)[:, ::2]", '"What is `y.numel()`?", y.numel()', "4"),
+    ("dtype", "y = torch.zeros(2) + 1", '"What is `y.dtype`?", y.dtype', "torch.float32"),
+    ("contig", "y = torch.zeros(4, 1).t()", '"Is `y` contiguous?", y.is_contiguous(),\n'
+     "    choices=[True, False]", "True"),
+    ("view", "y = torch.zeros(2, 3).t()",
+     '"Does `y.view(6)` work?",\n    "works" if y.is_contiguous() else "raises RuntimeError",\n'
+     '    choices=["works", "raises RuntimeError"]', '"raises RuntimeError"'),
+    ("expand", "y = torch.zeros(3, 1).expand(3, 4)", '"What is `y.stride()`?", y.stride()', "(1, 0)"),
+    ("offset", "y = torch.arange(12).view(3, 4)[1:, 2:]",
+     '"What is `y.storage_offset()`?", y.storage_offset()', "6"),
+]
+
+
+def lesson(title: str, checks) -> str:
+    cells = [f"```{{code-cell}} ipython3\n:tags: [fence]\n:fence-id: {title}-{fid}\n{code}\n"
+             f"# Proves: quick check {fid}.\nkey = fences.quiz(\n    \"{title}-{fid}\",\n    {args})\n"
+             f"assert key == {witness}\n```\n" for fid, code, args, witness in checks]
+    return FORM3 + f"# {title.capitalize()} lesson\n\n{IMPORTS}\nSome prose.\n\n" + "\n".join(cells)
+
+
+def lay_out(root: Path) -> None:
+    (root / "book").mkdir()
+    (root / "book" / "index.md").write_text(HEADER + "# Home\n\nA test book.\n")
+    (root / "book" / "views.md").write_text(HEADER + "# Views\n\nA stand-in.\n")
+    (root / "book" / "good.md").write_text(lesson("good", CHECKS))
+    (root / "book" / "few.md").write_text(lesson("few", CHECKS[:7]))
+    shutil.copy(ROOT / "book" / "stride-drill.md", root / "book" / "stride-drill.md")
+    shutil.copytree(ROOT / "_static", root / "_static")
+    (root / "_toc.yml").write_text("format: jb-book\nroot: book/index\nchapters:\n  - file: book/good\n"
+                                   "  - file: book/few\n  - file: book/views\n  - file: book/stride-drill\n")
+    config = (ROOT / "_config.yml").read_text().replace("execute_notebooks: cache", "execute_notebooks: force")
+    (root / "_config.yml").write_text(config)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("quizbook")
+    lay_out(root)
+    jb = Path(sys.executable).with_name("jupyter-book")
+    proc = subprocess.run([str(jb), "build", str(root), "-W", "-n", "--keep-going"],
+                          capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
+    return root, proc
+
+
+def test_the_book_with_quick_checks_builds_without_a_warning(site):
+    root, proc = site
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    html = root / "_build" / "html" / "book"
+    assert (html / "good.html").read_text().count('class="tf-quiz"') == 8
+    assert (html / "stride-drill.html").read_text().count('class="tf-quiz"') == 10
+
+
+def test_lesson_form_reads_the_front_matter(site):
+    from check_site import lesson_form
+
+    root, _ = site
+    assert lesson_form("book/good", root) == 3 and lesson_form("book/index", root) is None
+
+
+def browser_or_skip():
+    import check_site
+
+    if not Path(check_site.CHROMIUM).exists() and check_site.CHROMIUM != "bundled":
+        pytest.skip(f"no Chromium at {check_site.CHROMIUM}")
+    if not check_site.AXE.exists():
+        pytest.skip(f"no axe-core at {check_site.AXE} (make check-site installs it)")
+
+
+def test_quick_checks_are_answered_in_chromium(site):
+    browser_or_skip()
+    import check_site as cs
+    from playwright.sync_api import sync_playwright
+
+    root, proc = site
+    assert proc.returncode == 0
+    server, url = cs.serve(root / "_build" / "html")
+    try:
+        with sync_playwright() as pw:
+            browser = cs.launch(pw)
+            facts, problems = cs.quiz_check(browser, url, "book/good")
+            assert (facts["questions"], facts["answered"], problems) == (8, 8, [])
+            facts, problems = cs.quiz_check(browser, url, "book/few")
+            assert problems == ["7 quick checks (goal: at least 8)"], problems
+            facts, problems = cs.quiz_check(browser, url, "book/stride-drill", drill=True)
+            assert facts["chains"] == 200 and facts["sampled"] >= 20 and problems == [], (facts, problems)
+            for mode in ("light", "dark"):     # the whole page's checks, axe-core included
+                page = browser.new_page(viewport={"width": 390, "height": 900}, color_scheme=mode)
+                assert cs.check_page(page, url, "book/good", "", mode) == []
+                page.close()
+            # A shape typed as "3,2" is read as Python prints it, (3, 2).
+            page = browser.new_page()
+            page.goto(f"{url}/book/good.html")
+            page.wait_for_function("() => document.querySelectorAll('div.tf-quiz[data-rendered=\"1\"]').length == 8")
+            field = page.locator("div.tf-quiz").nth(1).locator("input.Input-text")
+            field.fill("3,2")
+            field.press("Enter")
+            assert field.input_value() == "(3, 2)"
+            assert "correct" in page.locator("div.tf-quiz").nth(1).locator(".Feedback").get_attribute("class").split()
+            browser.close()
+    finally:
+        server.shutdown()
