@@ -907,10 +907,12 @@ class Reproduction:
 
 def _normal(value):
     """A failure's text without what differs on every run: addresses, timings."""
-    if isinstance(value, str):
-        value = re.sub(r"0x[0-9a-fA-F]+", "0x…", value)
-        return re.sub(r"\b\d+(?:\.\d+)?\s?(?:s|ms|seconds)\b", "N s", value)
-    return value
+    if not isinstance(value, str):
+        if not isinstance(value, (list, dict)):
+            return value
+        value = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    value = re.sub(r"0x[0-9a-fA-F]+", "0x…", value)
+    return re.sub(r"\b\d+(?:\.\d+)?\s?(?:s|ms|seconds)\b", "N s", value)
 
 
 def _short(value) -> str:
