@@ -341,6 +341,8 @@ class Cell(IPyNbCell):
 
     def repr_failure(self, excinfo):
         where = f"{self.parent.path.relative_to(self.config.rootpath)}, {self.name}"
+        if self.ident and self.line:   # a fence's name is its id: say where it is too
+            where += f" (line {self.line})"
         return f"{where}\n{super().repr_failure(excinfo)}"
 
     def reportinfo(self):
