@@ -128,3 +128,24 @@ def test_the_schema_prints_as_json():
     out = subprocess.run([sys.executable, "-m", "fencecheck.schema"], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout
     assert json.loads(out)["properties"]["fences"]["items"]["required"][4] == "outcome"
+
+
+def test_the_site_build_stops_on_an_invalid_record_naming_it_without_a_traceback(tmp_path):
+    """The plant: a record without its ``outcome`` crashed ``make book`` with
+    ``KeyError: 'outcome'``, naming no file."""
+    from types import SimpleNamespace
+
+    from sphinx.errors import SphinxError
+
+    from fencecheck import sphinx as ext
+
+    run = committed()
+    victim = run["fences"][5]
+    del victim["outcome"]
+    write(tmp_path / "results", run)
+    app = SimpleNamespace(srcdir=str(tmp_path), config=SimpleNamespace(fences_results="results"))
+    with pytest.raises(SphinxError) as caught:
+        ext._record(app)
+    message = str(caught.value)
+    assert "results/2.14.1.json" in message and repr(victim["id"]) in message, message
+    assert "field outcome: missing" in message, message
