@@ -233,7 +233,7 @@ def quiz_parts(name: str, questions: list[dict], shuffle: bool = True) -> tuple[
     first = re.sub(r"<[^>]+>", "", questions[0]["question"]) if questions else ""
     more = f" (and {len(questions) - 1} more)" if len(questions) > 1 else ""
     pending = (f'<p class="{PENDING}">Quick check: {html.escape(html.unescape(first))}{more} '
-               "The answers appear when the page runs JavaScript (in a notebook: run this cell)."
+               "The answers appear when the page runs JavaScript (in a notebook: run the cells to here)."
                "</p>")
     div = render_div(div_id, False, shuffle, False, 1_000_000, 600, 10, "left")
     div = div.replace("<div ", f'<div class="{CONTAINER}" data-quiz="{html.escape(name)}" '

@@ -74,6 +74,7 @@ CASES = {
     "fail_network": ("pass_quick", "the network is refused while the book's fences run"),
     "fail_open_solution": ("pass_assert", "line 19: {solution-start} corpus-ex-add without "
                            "`:class: dropdown`"),
+    "fail_quiz_key": ("pass_quiz", "quiz: 0 of the choices ['(12, 4, 1)', '(4, 12, 1)'] equal the key (1, 12, 4)"),
 }
 
 
@@ -336,3 +337,10 @@ def test_a_run_that_leaves_a_new_file_in_the_checkout_fails_naming_it(pytester):
     assert any("saved.pt" in e["reason"] for e in record["errors"]), record["errors"]
     # every fence passed: only the file fails the run
     assert all(f["outcome"] == "passed" for f in record["fences"]), record["fences"]
+
+
+def test_a_quick_checks_key_is_recorded(corpus_run):
+    """fences.quiz records its key as an observed value of its fence (quiz.<name>)."""
+    [rec] = [r for r in corpus_run[2]["pass_quiz"] if not r.get("error")]
+    assert rec["observed"] == {"quiz.corpus-permute": "(1, 12, 4)"}, rec
+    assert rec["labels"]["quiz.corpus-permute"] == "the answer to the quick check: What is y.stride()?"

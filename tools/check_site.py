@@ -359,7 +359,17 @@ def _feedback(wrapper) -> tuple[str, str]:
 
 
 def answer_question(page, container: int, index: int, key: str) -> list[str]:
-    """Answer question ``index`` of quiz container ``container`` wrong, then right."""
+    """Answer question ``index`` of quiz container ``container`` wrong, then right; a
+    click or a key press that cannot happen (hidden, covered) is a problem, not a crash."""
+    try:
+        return _answer_question(page, container, index, key)
+    except Exception as exc:  # noqa: BLE001 - Playwright's timeouts and errors alike
+        name = page.locator("div.tf-quiz").nth(container).get_attribute("data-quiz", timeout=2000)
+        return [f"quick check {name} #{index + 1}: could not answer it "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"]
+
+
+def _answer_question(page, container: int, index: int, key: str) -> list[str]:
     box = page.locator("div.tf-quiz").nth(container)
     name = box.get_attribute("data-quiz")
     wrapper = box.locator(f'.Quiz[data-qnum="{index}"]').first
@@ -403,6 +413,7 @@ def quiz_check(browser, url: str, pagename: str, drill: bool = False) -> tuple[d
     question of a lesson; for the drill, every widget present and DRILL_SAMPLE chains
     answered. Returns (facts, problems)."""
     page = browser.new_page(viewport={"width": SCREEN[0], "height": SCREEN[1]}, color_scheme="light")
+    page.set_default_timeout(10000)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
     page.goto(f"{url}/{pagename}.html", wait_until="load")
