@@ -581,15 +581,17 @@ def book_problems(notebooks: dict) -> list[str]:
     seen: dict[str, str] = {}
     problems = []
     for name, nb in notebooks.items():
-        for cell in nb.cells:
+        lines = nb.metadata.get("source_map") or []
+        for i, cell in enumerate(nb.cells):
             ident = fence_id(cell) if is_fence(cell) else None
             if ident is None:
                 continue
+            here = f"{name} line {lines[i]}" if i < len(lines) else name
             if ident in seen:
-                problems.append(f"fence-id {ident!r} is used in {seen[ident]} and in {name}: "
+                problems.append(f"fence-id {ident!r} is used in {seen[ident]} and in {here}: "
                                 "ids must be unique in the book")
             else:
-                seen[ident] = name
+                seen[ident] = here
     return problems
 
 
