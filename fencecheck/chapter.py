@@ -53,13 +53,30 @@ def front_matter(text: str) -> dict:
     end = text.find("\n---", 3)
     if end < 0:
         return {}
-    data = yaml.safe_load(text[3:end]) or {}
+    try:
+        data = yaml.safe_load(text[3:end]) or {}
+    except yaml.YAMLError as exc:
+        raise ChapterError(yaml_problem(exc, "the front matter", first_line=1)) from None
     return data if isinstance(data, dict) else {}
+
+
+def yaml_problem(exc: Exception, what: str, first_line: int = 1) -> str:
+    """"line 4: the front matter is not valid YAML: mapping values are not allowed here":
+    a YAML error at its line in the file (``first_line``: the file's line of the
+    block's first line)."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = " ".join(str(x) for x in (getattr(exc, "context", None), getattr(exc, "problem", None))
+                       if x) or str(exc).splitlines()[0]
+    where = f"line {first_line + mark.line}, column {mark.column + 1}: " if mark else ""
+    return f"{where}{what} is not valid YAML: {problem}"
 
 
 def header_problems(text: str) -> list[str]:
     """What is missing from a chapter's jupytext header (empty when it is complete)."""
-    meta = front_matter(text)
+    try:
+        meta = front_matter(text)
+    except ChapterError as exc:  # a YAML mistake: its line, never a traceback
+        return [str(exc)]
     problems = []
     fmt = (meta.get("jupytext") or {}).get("text_representation", {}).get("format_name")
     if fmt != "myst":
@@ -101,7 +118,8 @@ def form(text: str) -> int | None:
 def lint_problems(text: str, nb) -> list[str]:
     """Everything ``fencecheck.lint`` finds in one chapter (empty when it passes); the
     lesson form's rules where the chapter declares form 3."""
-    problems = lint.cell_problems(nb) + lint.text_problems(text) + lint.exponent_problems(text)
+    problems = (lint.cell_problems(nb, text) + lint.text_problems(text) + lint.exponent_problems(text)
+                + lint.place_problems(text, nb))
     if form(text) == 3:
         problems += lint.lesson_problems(nb, code_cell_lines(nb))
     return problems
@@ -176,7 +194,10 @@ def toc_files(root: Path) -> list[Path]:
 
     A listed file without an extension is taken as ``.md``.
     """
-    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8")) or {}
+    try:
+        toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ChapterError(f"{root / '_toc.yml'}: {yaml_problem(exc, 'the table of contents')}") from None
     found: list[str] = []
 
     def walk(node):

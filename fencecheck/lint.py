@@ -300,15 +300,20 @@ def _strip_magics(source: str) -> str:
                      for line in source.splitlines())
 
 
-def cell_problems(nb) -> list[str]:
-    """Problems of the chapter's code cells, one line each, naming the cell."""
+def cell_problems(nb, text: str | None = None) -> list[str]:
+    """Problems of the chapter's code cells, one line each, naming the cell by its line in
+    the ``.md`` file (its directive's; "code cell N" only without a source map).
+    ``text``: the chapter's text, for the exact line of a syntax error."""
     problems = []
     code_index = -1
+    starts = cell_lines(nb)
+    bases = cell_lines(nb, text) if text is not None else []
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
         code_index += 1
-        where = f"code cell {code_index}"
+        where = (f"line {starts[code_index]}" if code_index < len(starts)
+                 else f"code cell {code_index}")
         tags = cell.metadata.get("tags", [])
         ident = fence_id(cell)
         if ident:
@@ -346,12 +351,16 @@ def cell_problems(nb) -> list[str]:
         if ident is None:
             problems.append(f"{where}: tagged 'fence' without a `:fence-id:` "
                             "(a short id, unique in the book, that keys its results)")
-        elif not FENCE_ID.match(ident):
-            problems.append(f"{where}: fence-id {ident!r} is not lower-case words joined by '-'")
+        elif id_problem(ident):
+            problems.append(f"{where}: {id_problem(ident)}")
         if not PROVES.search(cell.source):
             problems.append(f"{where}: tagged 'fence' but has no '# Proves:' line "
                             "saying what it proves")
-        if not has_check(cell.source):
+        broken = syntax_problem(cell.source, bases[code_index] if code_index < len(bases) else
+                                (starts[code_index] + 1 if code_index < len(starts) else None))
+        if broken:
+            problems.append(f"{where}: {broken}")
+        elif not has_check(cell.source):
             problems.append(f"{where}: tagged 'fence' but has no assert, raises(), warns() "
                             "or prove() call, so it cannot fail")
         for text in tautologies(cell.source):
@@ -572,13 +581,92 @@ def book_problems(notebooks: dict) -> list[str]:
     seen: dict[str, str] = {}
     problems = []
     for name, nb in notebooks.items():
-        for cell in nb.cells:
+        lines = nb.metadata.get("source_map") or []
+        for i, cell in enumerate(nb.cells):
             ident = fence_id(cell) if is_fence(cell) else None
             if ident is None:
                 continue
+            here = f"{name} line {lines[i]}" if i < len(lines) else name
             if ident in seen:
-                problems.append(f"fence-id {ident!r} is used in {seen[ident]} and in {name}: "
+                problems.append(f"fence-id {ident!r} is used in {seen[ident]} and in {here}: "
                                 "ids must be unique in the book")
             else:
-                seen[ident] = name
+                seen[ident] = here
     return problems
+
+
+# --- issue 53: messages that name the place; ids and solutions that cannot mislead ----------
+
+def id_problem(ident: str) -> str | None:
+    """Why ``ident`` is not a fence id, naming any character that is not ASCII by its code
+    point (a Cyrillic ``е`` prints like a Latin ``e``), or None when it is one."""
+    if FENCE_ID.match(ident):
+        return None
+    import unicodedata
+
+    odd = [f"{c!r} (U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}) at position {i}"
+           for i, c in enumerate(ident) if not c.isascii()]
+    if odd:
+        return (f"fence-id {ident!r} has characters that are not ASCII: {', '.join(odd)}; an id "
+                "is lower-case ASCII letters, digits and '-'")
+    return f"fence-id {ident!r} is not lower-case words joined by '-' (ASCII letters and digits)"
+
+
+def solution_problems(text: str) -> list[str]:
+    """A sphinx-exercise solution left open on the page: ``{solution}`` or
+    ``{solution-start}`` without ``:class: dropdown`` (the reader sees the answer under
+    the question before trying it)."""
+    lines = text.splitlines()
+    problems = []
+    for n, line in enumerate(lines, 1):
+        m = re.match(r"^(:{3,}|`{3,})\{(solution(?:-start)?)\}\s*(\S*)", line)
+        if not m:
+            continue
+        classes = _options(lines, n).get("class", "").split()
+        if "dropdown" not in classes:
+            problems.append(f"line {n}: {{{m.group(2)}}} {m.group(3)} without `:class: dropdown`: "
+                            "the solution would be shown open on the page, under its question")
+    return problems
+
+
+def syntax_problem(source: str, base: int | None = None) -> str | None:
+    """Python's SyntaxError for a code cell (magics aside), at its line in the ``.md`` file
+    when ``base`` is known (``cell_lines``: source line k is ``.md`` line base + k);
+    None when it parses."""
+    import ast
+
+    try:
+        ast.parse(_strip_magics(source))
+    except SyntaxError as exc:
+        at = exc.lineno or 1
+        where = f"line {base + at}" if base else f"line {at} of the cell"
+        return (f"SyntaxError: {exc.msg} (at {where})"
+                + (f": {exc.text.strip()}" if exc.text and exc.text.strip() else ""))
+    return None
+
+
+def cell_lines(nb, text: str | None = None) -> list[int]:
+    """1-based ``.md`` line of each code cell's first source line (after the directive
+    and its ``:key:`` option lines), in order; [] when the notebook has no source map."""
+    starts = [nb.metadata.get("source_map", [])[i] for i, c in enumerate(nb.cells)
+              if c.cell_type == "code"] if nb.metadata.get("source_map") else []
+    if text is None:
+        return starts
+    lines = text.splitlines()
+    out = []
+    for start in starts:
+        n = start  # the directive's line (1-based); options follow it
+        if n < len(lines) and lines[n].strip() == "---":   # options as a YAML block
+            n += 1
+            while n < len(lines) and lines[n].strip() != "---":
+                n += 1
+            n += 1
+        while n < len(lines) and re.match(r"^:[\w-]+:", lines[n]):
+            n += 1
+        out.append(n)   # the last line before the source: source line k is at n + k
+    return out
+
+
+def place_problems(text: str, nb) -> list[str]:
+    """The checks of this section that read the chapter's text: solutions left open."""
+    return solution_problems(text)

@@ -9,6 +9,12 @@
   reported as skipped, with its reason.
 - A chapter without its jupytext header, a forbidden tag, or a ``_toc.yml``
   entry that does not exist is an error naming the file.
+- Each chapter's kernel first runs ``NETWORK_GUARD`` (in the snapshot cell): a fence
+  that opens an Internet connection or resolves a host name fails with a RuntimeError
+  naming the guard (pytest-socket cannot do this: the fences run in the kernel, another
+  process).
+- A run that leaves a new file in the checkout (one git does not ignore, or outside git
+  any file) fails, naming it (``Leftovers``).
 - ``--fences-results PATH`` writes the run's record (``fencecheck.record``):
   its provenance, one entry per fence keyed by fence id in
   table-of-contents order, and, apart, every other item that failed.
@@ -39,8 +45,47 @@ from .upstream.nbval import DEFAULT_CELL_TIMEOUT, IPyNbCell, IPyNbFile
 # The first cell of every chapter: a clean namespace (the kernel may have run
 # another chapter before), freshly seeded random generators, then a snapshot
 # of the global settings (fences.state).
+#: The network guard, the first thing each chapter's kernel runs: a fence cannot reach
+#: outside. pytest-socket (or any guard in this process) cannot do it: it patches the
+#: ``socket`` module of the pytest process, and the fences run in another process, the
+#: chapter's ipykernel, which this cell patches instead. Internet sockets (AF_INET,
+#: AF_INET6) refuse to connect or send and a host name is not resolved, with a
+#: RuntimeError (not an OSError, which code under test may catch as "offline"); Unix
+#: sockets and pipes (multiprocessing, a DataLoader's workers) and the kernel's own ZeroMQ
+#: channels (not Python sockets) are untouched. Not a sandbox: code that undoes the patch
+#: gets through; a fence does not.
+NETWORK_GUARD = r"""
+def _fences_guard_network():
+    import socket
+
+    why = ("the network is refused while the book's fences run (fencecheck.pytest_plugin"
+           ".NETWORK_GUARD): a fence must not reach outside; compute the value or record it")
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError(why)
+
+    def guarded(name):
+        original = getattr(socket.socket, name)
+
+        def call(self, *args, **kwargs):
+            if self.family in (socket.AF_INET, socket.AF_INET6):
+                raise RuntimeError(f"socket.{name}: {why}")
+            return original(self, *args, **kwargs)
+        return call
+
+    for name in ("connect", "connect_ex", "sendto", "sendmsg"):
+        if hasattr(socket.socket, name):
+            setattr(socket.socket, name, guarded(name))
+    socket.getaddrinfo = socket.gethostbyname = socket.gethostbyname_ex = refuse
+    socket.create_connection = refuse
+
+
+_fences_guard_network()
+del _fences_guard_network
+""".strip()
 SNAPSHOT = (
     'get_ipython().run_line_magic("reset", "-f")\n'
+    + NETWORK_GUARD + "\n"
     "import fences.state\n"
     "fences.state.close_figures()\n"
     "fences.state.snapshot()"
@@ -79,7 +124,10 @@ def pytest_sessionstart(session):
     root = Path(session.config.rootpath)
     if (root / "_toc.yml").exists():
         problems = []
-        listed = chapters.toc_files(root)
+        try:
+            listed = chapters.toc_files(root)
+        except chapters.ChapterError as exc:  # _toc.yml is not valid YAML: its line
+            raise pytest.UsageError(str(exc)) from None
         book = root / session.config.getini("fences_book")
         for path in sorted(book.glob("*.md")):
             if path not in listed:
@@ -101,6 +149,7 @@ def pytest_sessionstart(session):
 
 def pytest_configure(config):
     config.pluginmanager.register(Recorder(config), "fences-recorder")
+    config.pluginmanager.register(Leftovers(config), "fences-leftovers")
     # The kernels this suite starts inherit it: fences.observe / raises print for the record.
     os.environ[RECORD_ENV] = "1"
     if config.option.nbval_cell_timeout == DEFAULT_CELL_TIMEOUT:
@@ -292,6 +341,8 @@ class Cell(IPyNbCell):
 
     def repr_failure(self, excinfo):
         where = f"{self.parent.path.relative_to(self.config.rootpath)}, {self.name}"
+        if self.ident and self.line:   # a fence's name is its id: say where it is too
+            where += f" (line {self.line})"
         return f"{where}\n{super().repr_failure(excinfo)}"
 
     def reportinfo(self):
@@ -337,7 +388,9 @@ class Recorder:
                 "id": props["fence_id"], "chapter": chapter, "cell": props.get("cell"),
                 "code": props.get("code"), "outcome": report.outcome, "reason": reason,
                 "details": details[-2000:], "proves": props.get("proves", ""),
-                "observed": props.get("observed", {}), "labels": props.get("labels", {}),
+                # only a fence that ran to the end observed a result (the schema's rule)
+                "observed": props.get("observed", {}) if report.outcome == "passed" else {},
+                "labels": props.get("labels", {}) if report.outcome == "passed" else {},
                 **({"raised": props["raised"]} if props.get("raised") else {}),
             })
         elif report.failed:
@@ -364,7 +417,7 @@ class Recorder:
             "release": self.config.getoption("--fences-release") or torch.__version__,
             **records.provenance(root),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
-            "exitstatus": int(exitstatus),
+            "exitstatus": int(session.exitstatus),   # Leftovers may have failed the run
             "fences": records.ordered(self.fences, toc),
             "errors": records.ordered(self.errors, toc),
             "chapters": dict(sorted(self.chapters.items(),
@@ -373,3 +426,78 @@ class Recorder:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+
+
+def _checkout_files(root: Path) -> set[str] | None:
+    """The files in the checkout that git does not ignore and does not track (paths
+    relative to ``root``); outside a git work tree, every file under ``root`` but those
+    in hidden folders, ``__pycache__`` and ``_build``. None when it cannot be read."""
+    import subprocess
+
+    try:
+        proc = subprocess.run(["git", "-C", str(root), "ls-files", "--others", "--exclude-standard",
+                               "-z", "--", "."], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        proc = None
+    if proc is not None and proc.returncode == 0:
+        return {p for p in proc.stdout.split("\0") if p}
+    if proc is not None and "not a git repository" not in proc.stderr:
+        return None
+    found = set()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "_build")]
+        for name in files:
+            found.add(Path(folder, name).relative_to(root).as_posix())
+    return found
+
+
+class Leftovers:
+    """A run that leaves a new file in the checkout fails, naming it.
+
+    The files git would show as untracked (outside a git work tree: every file) are
+    listed when the session starts and again when it ends; a new one fails the run
+    (exit status 1, and an entry in the results file's ``errors``). The results file
+    the run itself writes (``--fences-results``) is not counted. A fence that needs a
+    file writes it to a temporary folder (``tempfile``) and removes it.
+    """
+
+    def __init__(self, config):
+        self.config = config
+        self.before: set[str] | None = None
+        self.new: list[str] = []
+
+    def _root(self) -> Path:
+        return Path(self.config.rootpath)
+
+    def pytest_sessionstart(self, session):
+        if not hasattr(self.config, "workerinput"):
+            self.before = _checkout_files(self._root())
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        if self.before is None or hasattr(self.config, "workerinput"):
+            return
+        after = _checkout_files(self._root()) or set()
+        own = self.config.getoption("--fences-results")
+        mine = set()
+        if own:
+            try:
+                mine.add(Path(own).resolve().relative_to(self._root().resolve()).as_posix())
+            except ValueError:
+                pass
+        self.new = sorted(after - self.before - mine)
+        if self.new:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            recorder = self.config.pluginmanager.get_plugin("fences-recorder")
+            if recorder is not None:
+                recorder.errors.append({
+                    "chapter": "(the run)", "item": "new files", "cell": None,
+                    "reason": f"the run left new files in the checkout: {', '.join(self.new[:10])}",
+                    "details": "\n".join(self.new)})
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if self.new:
+            terminalreporter.write_sep("=", "the run left new files in the checkout", red=True)
+            for name in self.new:
+                terminalreporter.write_line(f"FAILED: new file {name} (a fence must not write "
+                                            "into the checkout: use tempfile, and remove it)")

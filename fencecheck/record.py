@@ -168,17 +168,157 @@ def read_json(path: Path, regenerate: str, fields: tuple[str, ...] = ()) -> dict
     return data
 
 
-def load(folder: Path) -> list[dict]:
+def load(folder: Path, known: list[str] | None = None, book: Path | None = None) -> list[dict]:
     """Every results file in ``folder``, in release order (each remembers its ``file``).
-    A file that does not parse is a ``BadFile`` error: nothing is skipped silently."""
+
+    A file that does not parse, does not fit the schema (``fencecheck.schema``) or is
+    inconsistent (``problems``) is a ``BadFile`` error naming the file, the fence and the
+    field: nothing is skipped silently. ``known``: the releases the matrix runs
+    (``fencecheck.releases``); ``book``: the book whose fences say which are gated on a
+    device (default: ``folder``'s parent when it has a ``_toc.yml``).
+    """
     runs = []
     for path in sorted(Path(folder).glob("*.json")):
-        run = read_json(path, f"regenerate it with `make matrix RELEASES={path.stem}` "
-                        "(or restore it with `git checkout -- " + path.as_posix() + "`)",
-                        ("release", "fences"))
+        run = read_json(path, regenerate(path), ("release", "fences"))
         run["file"] = path.name
         runs.append(run)
+    if book is None and (Path(folder).parent / "_toc.yml").exists():
+        book = Path(folder).parent
+    found = problems(runs, known, book)
+    if found:
+        raise BadFile("\n".join(found))
     return sorted(runs, key=run_key)
+
+
+def regenerate(path: Path) -> str:
+    path = Path(path)
+    return (f"regenerate it with `make matrix RELEASES={path.stem}` "
+            "(or restore it with `git checkout -- " + path.as_posix() + "`)")
+
+
+def _where(run: dict, error) -> str:
+    """"fence views-address, field outcome" for a schema error at ``error.absolute_path``."""
+    path = list(error.absolute_path)
+    parts = []
+    if len(path) >= 2 and path[0] in ("fences", "errors") and isinstance(path[1], int):
+        items = run.get(path[0]) or []
+        item = items[path[1]] if path[1] < len(items) else None
+        fid = item.get("id") if isinstance(item, dict) and path[0] == "fences" else None
+        what = "fence" if path[0] == "fences" else "error"
+        parts.append(f"{what} {fid!r} (record {path[1]})" if fid else f"{what} record {path[1]}")
+        rest = path[2:]
+    else:
+        rest = path
+    if error.validator == "required":
+        missing = re.findall(r"'([^']+)' is a required property", error.message)
+        rest = [*rest, *(missing[:1] or ["?"])]
+    elif error.validator == "additionalProperties":
+        extra = re.findall(r"'([^']+)'", error.message)
+        rest = [*rest, *(extra[:1] or ["?"])]
+    if rest:
+        parts.append("field " + ".".join(str(p) for p in rest))
+    return ", ".join(parts) or "the file"
+
+
+def schema_problems(run: dict) -> list[str]:
+    """What in ``run`` (one results file as read) does not fit ``fencecheck.schema.RESULTS``."""
+    import jsonschema
+
+    from .schema import RESULTS
+
+    name = run.get("file", label(run))
+    data = {k: v for k, v in run.items() if k != "file"}
+    validator = jsonschema.Draft202012Validator(RESULTS)
+    out = []
+    for error in sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path]):
+        what = ("missing" if error.validator == "required" else
+                "not allowed (no such field in a results file)"
+                if error.validator == "additionalProperties" else error.message)
+        out.append(f"results/{name}: {_where(data, error)}: {what}")
+    return out
+
+
+def _gated_in_book(book: Path) -> dict[str, str]:
+    """fence id -> code_hash, for each fence of the book whose code calls ``fences.needs``."""
+    from . import lint
+    from .chapter import header_problems, parse, toc_files
+
+    out = {}
+    for path in toc_files(book) if (book / "_toc.yml").exists() else []:
+        try:
+            text = path.read_text(encoding="utf-8")
+            if header_problems(text):
+                continue
+            nb = parse(text, path)
+        except Exception:  # noqa: BLE001 - the test suite and the build report a bad chapter
+            continue
+        for cell in nb.cells:
+            if cell.cell_type == "code" and lint.is_fence(cell) and NEEDS.search(cell.source):
+                out[lint.fence_id(cell)] = code_hash(cell.source)
+    return out
+
+
+#: A fence gated on a device: its code calls ``fences.needs``.
+NEEDS = re.compile(r"\bfences\.needs\(|\bneeds\(\s*[\"'](?:cuda|mps)")
+
+
+def problems(runs: list[dict], known: list[str] | None = None, book: Path | None = None) -> list[str]:
+    """Every way ``runs`` (the results files, as read) are invalid or inconsistent, each
+    naming the file, the fence and the field. Beyond the schema, refused:
+
+    - a file for a release the matrix does not run (``fencecheck.releases``; one newer
+      than every listed release is the "newest" run's), or named unlike its ``release``;
+    - a fence gated on a device (a GPU skip reason recorded for it at the same code in
+      any file, or its code in ``book`` calls ``fences.needs``) recorded as passed on a
+      run whose provenance names no GPU (``gpu`` is null);
+    - an observed value on a fence that did not pass (skipped or failed: it did not run
+      to the end, so nothing it observed is a result);
+    - one fence id twice in a file.
+    """
+    from . import releases
+
+    known = releases.names() if known is None else known
+    newest = max((version_key(k) for k in known), default=())
+    out = []
+    gated: dict[str, set] = {}
+    for run in runs:
+        for rec in run.get("fences") or []:
+            if isinstance(rec, dict) and rec.get("outcome") == "skipped" \
+                    and GPU_SKIP.search(str(rec.get("reason", ""))):
+                gated.setdefault(rec.get("id"), set()).add(rec.get("code"))
+    if book is not None:
+        for fid, code in _gated_in_book(Path(book)).items():
+            gated.setdefault(fid, set()).add(code)
+    for run in runs:
+        found = schema_problems(run)
+        name = run.get("file", label(run))
+        if found:
+            out += found
+            continue
+        rel = run["release"]
+        if name.endswith(".json") and name[:-5] != rel:
+            out.append(f"results/{name}: field release: {rel!r}, but the file is named for "
+                       f"{name[:-5]!r}; {regenerate(Path('results') / name)}")
+        if rel not in known and not (releases.NEWER_ALLOWED and version_key(rel) > newest):
+            out.append(f"results/{name}: field release: {rel!r} is not a release the matrix runs "
+                       f"(fencecheck/releases.py lists {', '.join(known)}, and the newest on "
+                       "PyPI); add it there or delete the file")
+        seen = set()
+        for rec in run["fences"]:
+            fid = rec["id"]
+            if fid in seen:
+                out.append(f"results/{name}: fence {fid!r}, field id: recorded twice")
+            seen.add(fid)
+            if rec["outcome"] != "passed" and rec["observed"]:
+                out.append(f"results/{name}: fence {fid!r}, field observed: "
+                           f"{', '.join(sorted(rec['observed']))} recorded, but the fence "
+                           f"{rec['outcome']} (a value is observed only by a fence that ran "
+                           "to the end)")
+            if rec["outcome"] == "passed" and not run.get("gpu") and rec["code"] in gated.get(fid, ()):
+                out.append(f"results/{name}: fence {fid!r}, field outcome: 'passed', but the fence "
+                           "is gated on a device (fences.needs) and this run's provenance has no "
+                           "GPU (field gpu is null): it cannot have run")
+    return out
 
 
 @dataclass(frozen=True)
@@ -738,3 +878,106 @@ def _delta(prev: dict, run: dict) -> str:
     a, b = counts(prev), counts(run)
     parts = [f"{o} {b[o] - a[o]:+d}" for o in (*OUTCOMES, "errors") if b[o] != a[o]]
     return ", ".join(parts) or "same counts"
+
+
+# --- does a fresh run reproduce the committed record? -----------------------------------
+
+#: Fields of a results file that belong to the run, not to what it found: never compared.
+#: ``date``, ``commit`` and ``dirty`` say when and from which checkout it ran;
+#: ``platform`` (the host's kernel), ``python`` and ``numpy`` (the helper packages the
+#: release's environment happened to install) describe the machine, not the torch the
+#: file is a record of. A difference in them is listed as a note, never a failure.
+PER_RUN = ("date", "commit", "dirty", "platform", "python", "numpy", "file")
+#: Provenance that is part of the record (the site shows the build and the GPU): compared.
+RECORDED = ("release", "torch", "torch_git", "build", "cuda", "gpu", "error")
+#: A fence's fields taken from its source's comments, not from running it (a reworded
+#: ``# Proves:`` line keeps the chapter's digest): a difference is re-recorded words.
+WORDS = ("proves",)
+
+
+@dataclass
+class Reproduction:
+    """How a fresh run of one release compares with its committed results file."""
+
+    file: str
+    failures: list[str] = field(default_factory=list)     # records that did not reproduce
+    rerecorded: list[str] = field(default_factory=list)   # records of changed chapters
+    notes: list[str] = field(default_factory=list)        # per-run fields that differ
+
+
+def _normal(value):
+    """A failure's text without what differs on every run: addresses, timings."""
+    if not isinstance(value, str):
+        if not isinstance(value, (list, dict)):
+            return value
+        value = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    value = re.sub(r"0x[0-9a-fA-F]+", "0x…", value)
+    return re.sub(r"\b\d+(?:\.\d+)?\s?(?:s|ms|seconds)\b", "N s", value)
+
+
+def _short(value) -> str:
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 120 else text[:119] + "…"
+
+
+def reproduce(old: dict, new: dict) -> Reproduction:
+    """Compare ``new`` (a fresh run) with ``old`` (the committed file of the same release).
+
+    Every record of a fence whose chapter did not change (same ``chapters`` digest in
+    both) must be identical field by field (failure text normalised by ``_normal``;
+    ``WORDS`` excepted); so must the recorded provenance (``RECORDED``), the errors
+    outside fences of unchanged chapters and, when no chapter changed, the exit
+    status. The records of a changed chapter are *re-recorded*: listed, expected to
+    differ. ``PER_RUN`` fields are never compared (a difference is a note).
+    """
+    name = f"results/{new.get('file') or label(new) + '.json'}"
+    out = Reproduction(name)
+    then, now = old.get("chapters") or {}, new.get("chapters") or {}
+    changed = {c for c in set(then) | set(now) if then.get(c) != now.get(c)}
+    for key in RECORDED:
+        if old.get(key) != new.get(key):
+            out.failures.append(f"{name}: field {key}: {_short(old.get(key))} → {_short(new.get(key))}")
+    for key in PER_RUN:
+        if key not in ("file", "date", "commit", "dirty") and old.get(key) != new.get(key):
+            out.notes.append(f"{name}: {key} {_short(old.get(key))} → {_short(new.get(key))} (per run)")
+    if not changed and old.get("exitstatus") != new.get("exitstatus"):
+        out.failures.append(f"{name}: field exitstatus: {old.get('exitstatus')} → {new.get('exitstatus')}")
+    before = {r.get("id"): r for r in old.get("fences") or []}
+    after = {r.get("id"): r for r in new.get("fences") or []}
+    for fid in dict.fromkeys([*before, *after]):
+        a, b = before.get(fid), after.get(fid)
+        chapters = {r.get("chapter") for r in (a, b) if r}
+        if chapters & changed:
+            if a != b:
+                out.rerecorded.append(f"{name}: fence {fid!r} ({', '.join(sorted(chapters))} changed)")
+            continue
+        if a is None:
+            out.failures.append(f"{name}: fence {fid!r}: not in the committed file, but the run has it "
+                                "and its chapter did not change")
+            continue
+        if b is None:
+            out.failures.append(f"{name}: fence {fid!r}: in the committed file, but the run did not "
+                                "produce it and its chapter did not change")
+            continue
+        for key in dict.fromkeys([*a, *b]):
+            if key in WORDS:
+                if a.get(key) != b.get(key):
+                    out.rerecorded.append(f"{name}: fence {fid!r}: {key} reworded")
+                continue
+            va, vb = a.get(key), b.get(key)
+            if isinstance(va, dict) and isinstance(vb, dict):
+                for sub in dict.fromkeys([*va, *vb]):
+                    if _normal(va.get(sub)) != _normal(vb.get(sub)):
+                        out.failures.append(f"{name}: fence {fid!r}: {key}.{sub}: "
+                                            f"{_short(va.get(sub))} → {_short(vb.get(sub))}")
+            elif _normal(va) != _normal(vb):
+                out.failures.append(f"{name}: fence {fid!r}: {key}: {_short(va)} → {_short(vb)}")
+    key = lambda e: (e.get("chapter"), e.get("item"))  # noqa: E731
+    errs_a = {key(e): e for e in old.get("errors") or [] if e.get("chapter") not in changed}
+    errs_b = {key(e): e for e in new.get("errors") or [] if e.get("chapter") not in changed}
+    for k in dict.fromkeys([*errs_a, *errs_b]):
+        ra = _normal((errs_a.get(k) or {}).get("reason"))
+        rb = _normal((errs_b.get(k) or {}).get("reason"))
+        if k not in errs_a or k not in errs_b or ra != rb:
+            out.failures.append(f"{name}: error {k[0]} {k[1]}: {_short(ra)} → {_short(rb)}")
+    return out

@@ -157,6 +157,20 @@ def _owners() -> dict[str, list[str]]:
     return metadata.packages_distributions()
 
 
+def _parsed_code(nb) -> list:
+    """(cell, its syntax tree) for each code cell of ``nb`` that parses."""
+    import ast
+
+    out = []
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            try:
+                out.append((cell, ast.parse(lint._strip_magics(cell.source))))
+            except SyntaxError:
+                continue
+    return out
+
+
 def chapter_needs(nb) -> dict[str, str]:
     """What the chapter's code imports, as distribution -> installed version (not torch,
     not this project, not the standard library)."""
@@ -165,13 +179,7 @@ def chapter_needs(nb) -> dict[str, str]:
     from importlib import metadata
 
     modules = set()
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        try:
-            tree = ast.parse(lint._strip_magics(cell.source))
-        except SyntaxError:
-            continue
+    for cell, tree in _parsed_code(nb):
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 modules |= {a.name.split(".")[0] for a in node.names}
@@ -198,15 +206,8 @@ def fences_using(nb) -> dict[str, list[str]]:
 
     owners = _owners()
     alias: dict[str, str] = {}  # a name bound by an import -> its top-level module
-    trees = []
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        try:
-            tree = ast.parse(lint._strip_magics(cell.source))
-        except SyntaxError:
-            continue
-        trees.append((cell, tree))
+    trees = _parsed_code(nb)
+    for _, tree in trees:
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 alias.update({(a.asname or a.name).split(".")[0]: a.name.split(".")[0]
@@ -473,6 +474,24 @@ def book_numbers(root: Path) -> dict[str, str]:
     return numbers
 
 
+def _named(handler):
+    """A handler whose ``ChapterError`` (a ``_toc.yml`` or front matter that is not valid
+    YAML, with its file and line) stops the build with that message, not a traceback."""
+    import functools
+
+    @functools.wraps(handler)
+    def run(*args, **kwargs):
+        try:
+            return handler(*args, **kwargs)
+        except chapters.ChapterError as exc:
+            from sphinx.errors import SphinxError
+
+            raise SphinxError(str(exc)) from None
+
+    return run
+
+
+@_named
 def _book_numbers(app, config) -> None:
     """The landing page's numbers as MyST substitutions (``{{ index_fences }}``)."""
     config.myst_substitutions = {**(config.myst_substitutions or {}),
@@ -512,6 +531,7 @@ def _key_the_cache(app, config) -> None:
     config.nb_execution_cache_path = str(cachekey.cache_path(Path(base)))
 
 
+@_named
 def _check_book(app) -> None:
     """Across chapters: every fence id unique (the lint's book-wide check)."""
     for problem in chapters.book_problems(Path(app.srcdir)):
@@ -538,9 +558,15 @@ class Record:
         self.key = digest.hexdigest()
 
 
+@_named
 def _record(app) -> Record:
     if getattr(app, "_tf_record", None) is None:
-        app._tf_record = Record(Path(app.srcdir), Path(app.srcdir) / app.config.fences_results)
+        try:
+            app._tf_record = Record(Path(app.srcdir), Path(app.srcdir) / app.config.fences_results)
+        except records.BadFile as exc:  # an invalid results file: named, no traceback
+            from sphinx.errors import SphinxError
+
+            raise SphinxError(f"the record (results/) is invalid:\n{exc}") from None
     return app._tf_record
 
 

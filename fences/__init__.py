@@ -150,6 +150,7 @@ def raises(expected: type[BaseException] | tuple, match: str):
                 f"{type(exc).__name__} was raised, but its message does not match "
                 f"{match!r}:\n{text}"
             ) from exc
+        _check_pattern(match, text)
         caught.value, caught.message = exc, text
         print(shown_message(exc))
         _record_raised(type(exc).__name__, text)
@@ -183,14 +184,44 @@ def parse_raised(text: str) -> list[dict]:
     return found
 
 
-def _check_pattern(match: str) -> None:
+#: Messages of other errors, from other operations: a raise/warn pattern that matches
+#: one of them would pass on that error too (``"shape|\\w"`` matches every message).
+UNRELATED = (
+    "division by zero",
+    "index 3 is out of bounds for dimension 0 with size 2",
+    "expected scalar type Float but found Double",
+    "name 'x' is not defined",
+    "unsupported operand type(s) for +: 'int' and 'str'",
+    "[Errno 2] No such file or directory: 'data.csv'",
+    "CUDA out of memory. Tried to allocate 2.00 GiB",
+)
+
+
+def _alike(a: str, b: str) -> bool:
+    """Two messages of one error, their numbers aside (an IndexError's index and size)."""
+    import difflib
+
+    a, b = (re.sub(r"-?\d+(?:\.\d+)?", "N", t) for t in (a, b))
+    return a in b or b in a or difflib.SequenceMatcher(None, a, b).ratio() >= 0.8
+
+
+def _check_pattern(match: str, message: str | None = None) -> None:
     """A message pattern must say something: one that matches the empty string ("",
     ".*", "x?"), or names no word of three letters (".", r"\\w+"), matches about every
-    message, so the check would pass on any error."""
+    message, so the check would pass on any error. Once the error is caught (its
+    ``message`` known), the pattern must also match none of ``UNRELATED``, other errors'
+    messages (one like the caught message, its numbers aside, is not unrelated)."""
     if not isinstance(match, str) or re.search(match, "") is not None \
             or not re.search(r"[A-Za-z]{3}", re.sub(r"\\.", "", match)):
         raise ValueError(f"message pattern {match!r} matches any message: name the "
                          "message (a word of it, at least, that only this error has)")
+    if message is None:
+        return
+    for other in UNRELATED:
+        if not _alike(other, message) and re.search(match, other):
+            raise ValueError(f"message pattern {match!r} also matches {other!r}, the message "
+                             "of an unrelated error: the check would pass on it too; match "
+                             f"words only this message has:\n{message}")
 
 
 def _named_exactly(exc: BaseException, expected, names: str) -> None:
@@ -216,6 +247,7 @@ def warns(expected: type[Warning], match: str):
         yield caught
     for w in seen:
         if issubclass(w.category, expected) and re.search(match, str(w.message)):
+            _check_pattern(match, str(w.message))
             caught.value, caught.message = w.message, str(w.message)
             print(f"{w.category.__name__}: {_first_line(str(w.message))}")
             _record_raised(w.category.__name__, str(w.message))
@@ -396,6 +428,8 @@ def installed_torch_version():
 
 #: Generated inputs per universal claim unless a fence says otherwise.
 EXAMPLES = 200
+#: The fewest inputs ``forall`` draws: below it a universal claim is barely sampled.
+MIN_EXAMPLES = 20
 
 
 def forall(*strategies, examples: int = EXAMPLES, **named):
@@ -412,6 +446,10 @@ def forall(*strategies, examples: int = EXAMPLES, **named):
             assert (torch.tensor([a], dtype=torch.uint8) + b).item() == (a + b) % 256
     """
     from hypothesis import HealthCheck, given, settings
+
+    if not isinstance(examples, int) or examples < MIN_EXAMPLES:
+        raise ValueError(f"forall(..., examples={examples!r}): a universal claim draws at least "
+                         f"{MIN_EXAMPLES} examples (fences.MIN_EXAMPLES); the default is {EXAMPLES}")
 
     def decorate(check):
         seen = []

@@ -62,6 +62,18 @@ CASES = {
     "fail_dead_kernel": ("pass_quick", "the kernel died (exit code 3) while running this cell"),
     "fail_no_header": ("pass_assert", "book/fail_no_header.md: no jupytext header"),
     "fail_fence_in_admonition": ("pass_assert", "a code cell inside the :::{note} block of line"),
+    # issue 53's plants
+    "fail_raises_any": ("pass_raises", "message pattern 'must match the size|\\\\w' also matches "
+                        "'division by zero', the message of an unrelated error"),
+    "fail_forall_few": ("pass_quick", "forall(..., examples=1): a universal claim draws at least 20"),
+    "fail_front_matter_yaml": ("pass_assert", "fail_front_matter_yaml.md: line 10, column 24: the "
+                               "front matter is not valid YAML"),
+    "fail_syntax_error": ("pass_assert", "line 14 (fence corpus-syntax-error): SyntaxError: '(' was "
+                          "never closed (at line 19): x = torch.ones(2"),
+    "fail_cyrillic_id": ("pass_assert", "(U+0435 CYRILLIC SMALL LETTER IE) at position 16"),
+    "fail_network": ("pass_quick", "the network is refused while the book's fences run"),
+    "fail_open_solution": ("pass_assert", "line 19: {solution-start} corpus-ex-add without "
+                           "`:class: dropdown`"),
     "fail_quiz_key": ("pass_quiz", "quiz: 0 of the choices ['(12, 4, 1)', '(4, 12, 1)'] equal the key (1, 12, 4)"),
 }
 
@@ -146,7 +158,8 @@ def corpus_run(request, tmp_path_factory):
         for rec in record["fences"]:
             by_chapter[Path(rec["chapter"]).stem].append(rec)
         for err in record["errors"]:
-            by_chapter[Path(err["chapter"]).stem].append({**err, "outcome": "failed", "error": True})
+            by_chapter.setdefault(Path(err["chapter"]).stem, []).append(
+                {**err, "outcome": "failed", "error": True})
         return code, out, by_chapter
 
     return proven(request, "chapters", run)
@@ -222,7 +235,13 @@ def test_device_gated_fence_is_reported_with_its_outcome(corpus_run):
      ["pass_assert"], "_toc.yml lists book/missing.md, which does not exist"),
     ("format: jb-book\nroot: book/pass_assert\n",
      ["pass_assert", "pass_quick"], "book/pass_quick.md is not listed in _toc.yml"),
-], ids=["listed-without-header", "listed-but-missing", "not-listed"])
+    ("format: jb-book\nroot: book/pass_assert\nchapters:\n  - file: book/pass_quick\n   - file: x\n",
+     ["pass_assert", "pass_quick"], "_toc.yml: line 5, column 4: the table of contents is not valid YAML"),
+    ("format: jb-book\nroot: book/pass_assert\nchapters:\n  - file: book/fail_front_matter_yaml\n",
+     ["pass_assert", "fail_front_matter_yaml"],
+     "book/fail_front_matter_yaml.md (listed in _toc.yml): line 10, column 24: the front matter is "
+     "not valid YAML"),
+], ids=["listed-without-header", "listed-but-missing", "not-listed", "toc-yaml", "front-matter-yaml"])
 def test_toc_problems_stop_the_suite(pytester, toc, chapters, message):
     # These stop the session before any kernel starts, so pytest runs in-process.
     lay_out(pytester.path, chapters, toc)
@@ -230,13 +249,16 @@ def test_toc_problems_stop_the_suite(pytester, toc, chapters, message):
     out = ANSI.sub("", result.stdout.str() + result.stderr.str())
     assert result.ret != 0, out
     assert message in out, out
+    assert "INTERNALERROR" not in out and "Traceback" not in out, out
 
 
 @pytest.mark.parametrize("chapter, message", [
     ("fail_no_header", "fail_no_header.md: WARNING: no jupytext header"),
     ("fail_fence_in_admonition", "fail_fence_in_admonition.md: WARNING: line 20: a code cell "
      "inside the :::{note} block of line 17"),
-], ids=["no-header", "fence-in-a-box"])
+    ("fail_front_matter_yaml", "fail_front_matter_yaml.md: WARNING: line 10, column 24: the front "
+     "matter is not valid YAML"),
+], ids=["no-header", "fence-in-a-box", "front-matter-yaml"])
 def test_site_build_refuses_what_the_suite_refuses(request, tmp_path, chapter, message):
     """A chapter the suite refuses (CASES) stops `jupyter-book build -W` too, naming the
     file, under the book's MyST extensions (colon_fence: a cell in a box is text there)."""
@@ -261,6 +283,7 @@ def test_site_build_refuses_what_the_suite_refuses(request, tmp_path, chapter, m
     code, out = proven(request, f"site-build-{chapter}", run)
     assert code != 0, out
     assert message in out, out
+    assert "Traceback" not in out, out
 
 
 def test_site_build_reports_every_failing_chapter(request, tmp_path):
@@ -298,6 +321,22 @@ def test_the_corpus_proof_key_follows_the_verifier(verifier_edited):
     before = proof_key()
     verifier_edited()
     assert proof_key() != before
+
+
+def test_a_run_that_leaves_a_new_file_in_the_checkout_fails_naming_it(pytester):
+    """The plant: a fence wrote ``saved.pt`` next to its chapter and the run passed."""
+    lay_out(pytester.path, ["pass_quick", "leaves_file"])
+    results = pytester.path / "results.json"
+    result = pytester.runpytest_subprocess("book", "-p", "no:cacheprovider", "-p", "no:xdist",
+                                           "--fences-results", str(results))
+    out = ANSI.sub("", result.stdout.str() + result.stderr.str())
+    assert result.ret == 1, out
+    assert "FAILED: new file book/saved.pt" in out or "FAILED: new file saved.pt" in out, out
+    record = json.loads(results.read_text())
+    assert record["exitstatus"] == 1
+    assert any("saved.pt" in e["reason"] for e in record["errors"]), record["errors"]
+    # every fence passed: only the file fails the run
+    assert all(f["outcome"] == "passed" for f in record["fences"]), record["fences"]
 
 
 def test_a_quick_checks_key_is_recorded(corpus_run):

@@ -124,8 +124,9 @@ def test_an_exercise_needs_a_proven_solution():
 def test_fence_ids_must_be_unique_in_the_book():
     a = read(HEADER + GOOD_FENCE % "same")
     b = read(HEADER + GOOD_FENCE % "same")
+    N = HEADER.count("\n") + 1   # the fence's directive line, in the .md file
     assert lint.book_problems({"a.md": a, "b.md": b}) == [
-        "fence-id 'same' is used in a.md and in b.md: ids must be unique in the book"]
+        f"fence-id 'same' is used in a.md line {N} and in b.md line {N}: ids must be unique in the book"]
 
 
 def test_book_problems_reads_the_toc(tmp_path: Path):

@@ -242,7 +242,7 @@ JUSTIFYING = (
     "  reason: x has 6 elements, so any floor from 0 to 6 passes\n"
     "- fence: weak-numel\n"
     "  mutated: assert x.numel() > 1\n"
-    "  reason: 6 > 1 as well\n"
+    "  reason: x has 6 elements and 6 > 1 as well\n"
     "- fence: weak-numel\n"
     "  mutated: assert x.numel() == 7\n"
     "  reason: matches nothing, so it is stale\n")
@@ -256,13 +256,13 @@ FAULTS_JUSTIFIED = (
     "- fence: faults-retry\n"
     "  mutated: assert x.numel() == 7\n"
     "  kind: timeout\n"
-    "  reason: as above\n"
+    "  reason: as above, the same loop waits for ever on it\n"
     "- fence: faults-n*\n"
     "  kind: unmeasured\n"
-    "  reason: proved elsewhere\n"
+    "  reason: proved elsewhere, by the fences that follow it\n"
     "- fence: faults-unreached\n"
     "  kind: unmeasured\n"
-    "  reason: a branch for a large tensor\n")
+    "  reason: a branch for a large tensor, never reached here\n")
 
 
 def run_tool(tmp_path: Path, *args) -> tuple[int, str, dict]:
@@ -508,7 +508,7 @@ def test_an_unmeasured_entry_names_a_fence_not_a_mutant(tmp_path):
     with pytest.raises(ValueError, match="names a fence"):
         mutate.load_allowlist(bad)
     good = tmp_path / "good.yml"
-    good.write_text("- fence: '*-ex-*'\n  kind: unmeasured\n  reason: r\n")
+    good.write_text("- fence: '*-ex-*'\n  kind: unmeasured\n  reason: each exercise is proved by its grade\n")
     assert mutate.load_allowlist(good)[0]["kind"] == "unmeasured"
 
 

@@ -41,7 +41,7 @@ def test_duplicate_fence_ids_stop_the_session(book):
     for name in "ab":
         (book.path / "book" / f"{name}.md").write_text(HEADER + cell)
     result = book.runpytest_subprocess("book")
-    result.stderr.fnmatch_lines(["*fence-id 'same' is used in book/a.md and in book/b.md*"])
+    result.stderr.fnmatch_lines(["*fence-id 'same' is used in book/a.md line * and in book/b.md line *"])
     assert result.ret != 0
 
 

@@ -18,7 +18,14 @@ writes ``results/<release>.json`` (see ``fencecheck.record``).
 
 At the end the run compares the new results with the committed ones (git
 HEAD's ``results/``) and writes what changed, in Markdown fit for a pull
-request, to ``_build/matrix-report.md``, and prints it. A release that fails
+request, to ``_build/matrix-report.md``, and prints it. The record proves
+itself: each fresh run must reproduce its committed file (``reproduced``,
+``fencecheck.record.reproduce``) record for record, apart from the per-run
+fields (``record.PER_RUN``: date, commit, dirty, platform, python, numpy);
+a record that differs fails the run, named (file, fence, field, old → new),
+unless its chapter changed since the committed file (then it is listed as
+re-recorded). Every results file read, committed or fresh, is validated
+(``fencecheck.schema``). A release that fails
 to install, a failing fence or a failing cell outside a fence fails the
 run, after every release has been tried and the report written.
 """
@@ -41,24 +48,14 @@ import venvs  # noqa: E402
 from venvs import Release  # noqa: E402
 
 from fencecheck import record  # noqa: E402
+from fencecheck import releases as listed  # noqa: E402
 
 RESULTS = ROOT / "results"
 REPORT = ROOT / "_build" / "matrix-report.md"
 
-# Every minor release since 2.8, at its latest patch, plus the newest on PyPI.
-RELEASES = [
-    Release("2.8.0", "torch==2.8.0", "the release the oldest source material was written against"),
-    Release("2.9.1", "torch==2.9.1"),
-    Release("2.10.0", "torch==2.10.0"),
-    Release("2.11.0", "torch==2.11.0"),
-    Release("2.12.1", "torch==2.12.1"),
-    # The local version label pins the CPU build; it is not on PyPI but on PyTorch's own
-    # page (a machine with the wheel at hand says where with PIP_FIND_LINKS instead).
-    Release("2.13.0+cpu", "torch==2.13.0+cpu", "the reference build: CPU wheel, the one `make test` uses",
-            find_links="https://download.pytorch.org/whl/cpu/torch/"),
-    Release("2.14.1", "torch==2.14.1"),
-    Release("2.15.0", "torch==2.15.0"),
-]
+# The list lives in fencecheck/releases.py (the record reads it too, to refuse a results
+# file for a release the matrix does not run).
+RELEASES = [Release(name, req, why, find_links=links) for name, req, why, links in listed.RELEASES]
 NEWEST = "newest"
 #: The newest nightly (CPU build), run only when named: reported beside the matrix, never
 #: part of the record (its results go to _build/, not results/) and never failing the run.
@@ -134,10 +131,63 @@ def committed_results(root: Path = ROOT) -> list[dict] | None:
         if name.endswith(".json"):
             shown = git("show", f"HEAD:{name}")
             if shown.returncode == 0:
-                run = json.loads(shown.stdout)
+                try:
+                    run = json.loads(shown.stdout)
+                except ValueError as exc:
+                    raise record.BadFile(f"HEAD:{name}: not valid JSON ({exc})") from None
                 run["file"] = Path(name).name
                 runs.append(run)
+    found = record.problems(runs, book=root)
+    if found:  # the committed record is itself invalid: nothing can be compared with it
+        raise record.BadFile("the committed results (git HEAD) are invalid:\n" + "\n".join(found))
     return sorted(runs, key=record.run_key)
+
+
+def reproduced(before: list[dict] | None, names: list[str], folder: Path = RESULTS
+               ) -> tuple[str, list[str]]:
+    """Does each fresh run of ``names`` reproduce its committed file (``before``, git HEAD)?
+
+    Returns (the report's section, the failures). A failure names the file, the fence
+    and the field, old → new: a record of a fence whose chapter did not change came out
+    different (a hand edit, a flaky fence, a stale file). The records of chapters that
+    changed since the committed file are listed as re-recorded; ``record.PER_RUN`` fields
+    are not compared. A release with no committed file is new: nothing to reproduce.
+    """
+    try:
+        runs = {record.label(r): r for r in record.load(folder)}
+    except record.BadFile as exc:
+        return f"## The record does not reproduce\n\n{exc}\n", [str(exc)]
+    old = {record.label(r): r for r in before or []}
+    failures, rerecorded, notes, new = [], [], [], []
+    for name in names:
+        if name == NIGHTLY.name or name not in runs:
+            continue
+        if name not in old:
+            new.append(f"results/{runs[name].get('file')}")
+            continue
+        found = record.reproduce(old[name], runs[name])
+        failures += found.failures
+        rerecorded += found.rerecorded
+        notes += found.notes
+    lines = []
+    if failures:
+        lines += [f"## Records that did not reproduce ({len(failures)}): committed → this run", "",
+                  *(f"- {f}" for f in failures), ""]
+    if rerecorded:
+        lines += [f"## Re-recorded: chapters changed since the committed file ({len(rerecorded)})", "",
+                  *(f"- {r}" for r in rerecorded[:LISTED_REPRO]),
+                  *([f"- and {len(rerecorded) - LISTED_REPRO} more"] if len(rerecorded) > LISTED_REPRO
+                    else []), ""]
+    if new:
+        lines += ["## New results files (nothing committed to reproduce)", "", *(f"- {n}" for n in new), ""]
+    if notes:
+        lines += ["## Per-run fields that differ (not compared)", "", *(f"- {n}" for n in notes), ""]
+    if not failures and old:
+        lines += ["Every record of an unchanged chapter reproduced its committed file.", ""]
+    return "\n".join(lines), failures
+
+
+LISTED_REPRO = 40
 
 
 def run_release(release: Release) -> int:
@@ -214,7 +264,11 @@ def main(argv: list[str]) -> int:
         for problem in problems:
             print(f"[matrix] {problem}", file=sys.stderr)
         return 2 if problems else 0
-    before = committed_results()
+    try:
+        before = committed_results()
+    except record.BadFile as exc:
+        print(f"[matrix] {exc}", file=sys.stderr)
+        return 2
     base = "the committed results (git HEAD)"
     if before is None:
         before = record.load(RESULTS)
@@ -222,7 +276,10 @@ def main(argv: list[str]) -> int:
     if args.report_only:
         names = args.releases or [record.label(r) for r in record.load(RESULTS)] + \
             ([NIGHTLY.name] if NIGHTLY_RESULTS.exists() else [])
-        print(report(before, names, base))
+        text = report(before, names, base) + "\n" + reproduced(before, names)[0]
+        REPORT.parent.mkdir(parents=True, exist_ok=True)
+        REPORT.write_text(text, encoding="utf-8")
+        print(text)
         print(f"[matrix] report written to {REPORT.relative_to(ROOT)}")
         return 0
     problems: list[str] = []
@@ -232,8 +289,15 @@ def main(argv: list[str]) -> int:
     nightly = codes.pop(NIGHTLY.name, None)
     if not args.releases and not problems:  # the whole matrix: environments it no longer runs go
         venvs.prune(releases, log=lambda m: print(m, flush=True))
-    print(report(before, list(codes) + ([NIGHTLY.name] if nightly is not None else []), base))
+    text = report(before, list(codes) + ([NIGHTLY.name] if nightly is not None else []), base)
+    section, unreproduced = reproduced(before, list(codes))
+    text += "\n" + section
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    REPORT.write_text(text, encoding="utf-8")
+    print(text)
     print(f"[matrix] report written to {REPORT.relative_to(ROOT)}")
+    for failure in unreproduced:
+        problems.append(f"not reproduced: {failure}")
     used = venvs.disk_usage([venvs.VENVS, venvs.UV_CACHE])
     print(f"[matrix] environments and their cache use {used / 2**30:.1f} GiB "
           f"({venvs.VENVS}, {venvs.UV_CACHE})")

@@ -57,6 +57,7 @@ import io
 import json
 import os
 import platform
+import re
 import resource
 import select
 import signal
@@ -590,6 +591,32 @@ def _norm(text: str) -> str:
     return " ".join(str(text).split())
 
 
+#: The fewest words a reason can say why a mutant cannot change the outcome in.
+REASON_WORDS = 6
+#: Words that mark a reason not yet written.
+PLACEHOLDER = re.compile(r"\b(?:todo|fixme|tbd|tbc|xxx+|placeholder|lorem|ipsum|fill (?:this )?in|"
+                         r"to be (?:written|done|decided))\b|\?\?\?", re.I)
+#: The reason the report prints in the entry to paste (a reason not yet written).
+TEMPLATE = "why this mutant cannot change the outcome"
+
+
+def reason_problem(reason: str) -> str | None:
+    """What is wrong with an allowlist reason that says nothing, or None: a placeholder
+    word (TODO, FIXME, tbd, xxx...), the report's template text, or under
+    ``REASON_WORDS`` words."""
+    text = " ".join(reason.split())
+    found = PLACEHOLDER.search(text)
+    if found:
+        return f"{text!r} is a placeholder ({found.group(0)!r}): say why the mutant cannot change the outcome"
+    if text.strip(" .\"'").lower() == TEMPLATE:
+        return f"{text!r} is the report's template: say why this mutant cannot change the outcome"
+    words = re.findall(r"[\w()\[\].,*+-]+", text)
+    if len(words) < REASON_WORDS:
+        return (f"{text!r} says too little ({len(words)} words, at least {REASON_WORDS}): say why "
+                "the mutant cannot change the outcome")
+    return None
+
+
 def load_allowlist(path: Path) -> list[dict]:
     """The justified survivors: a YAML list of {fence, reason, and mutated or operator}.
 
@@ -628,6 +655,9 @@ def load_allowlist(path: Path) -> list[dict]:
                                  "such as '*-ex-*'), not a mutant")
         elif "mutated" not in entry and "operator" not in entry:
             raise ValueError(f"{where}: needs `mutated` (the mutated line) or `operator`")
+        empty = reason_problem(str(entry["reason"]))
+        if empty:
+            raise ValueError(f"{where} (fence {entry['fence']}): the reason {empty}")
     return entries
 
 

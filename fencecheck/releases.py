@@ -1,0 +1,34 @@
+"""The torch releases the matrix verifies on: the one list, as plain data.
+
+``tools/matrix.py`` turns each entry into a ``venvs.Release`` (what to install);
+``fencecheck.record`` reads the names to refuse a results file for a release the
+matrix does not run. Neither imports the other: both read this module, which
+imports nothing.
+
+Each entry: (name, pip requirement, why, find_links). Every minor release since
+2.8, at its latest patch. The matrix also runs *newest*, the newest torch on
+PyPI, resolved when it runs: a results file for a release newer than every
+listed one is that run's (``NEWER_ALLOWED``), one older than the oldest or between
+listed releases is not in the matrix and is refused.
+"""
+from __future__ import annotations
+
+RELEASES: tuple[tuple[str, str, str, str], ...] = (
+    ("2.8.0", "torch==2.8.0", "the release the oldest source material was written against", ""),
+    ("2.9.1", "torch==2.9.1", "", ""),
+    ("2.10.0", "torch==2.10.0", "", ""),
+    ("2.11.0", "torch==2.11.0", "", ""),
+    ("2.12.1", "torch==2.12.1", "", ""),
+    # The local version label pins the CPU build; it is not on PyPI but on PyTorch's own
+    # page (a machine with the wheel at hand says where with PIP_FIND_LINKS instead).
+    ("2.13.0+cpu", "torch==2.13.0+cpu", "the reference build: CPU wheel, the one `make test` uses",
+     "https://download.pytorch.org/whl/cpu/torch/"),
+    ("2.14.1", "torch==2.14.1", "", ""),
+    ("2.15.0", "torch==2.15.0", "", ""),
+)
+#: A results file for a release newer than every listed one is the "newest" run's.
+NEWER_ALLOWED = True
+
+
+def names() -> list[str]:
+    return [r[0] for r in RELEASES]
