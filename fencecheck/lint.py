@@ -327,7 +327,8 @@ def cell_problems(nb, text: str | None = None) -> list[str]:
                                 f"{MAX_COLUMNS}: it would wrap or scroll on the page")
         if ident is not None and "fence" not in tags:
             problems.append(f"{where}: has a fence-id but no 'fence' tag")
-        lines = len(cell.source.rstrip().splitlines())
+        # what the page shows unfolded: a lesson fence's teaching part, else the cell
+        lines = len(visible_code(cell).rstrip().splitlines())
         if lines > MAX_VISIBLE_LINES and not FOLDING_TAGS & set(tags):
             problems.append(
                 f"{where}: {lines} lines shown on the page, over {MAX_VISIBLE_LINES}: "

@@ -285,3 +285,14 @@ def test_an_exponent_in_prose_is_refused_and_in_code_allowed():
     assert any("`**` as an exponent" in p for p in problems("# T\n\nAn int past 2**63 here.\n"))
     assert problems("# T\n\nAn int past `2**63`, or 2⁶³.\n\n```python\nx = 2**63\n```\n") == []
     assert problems("# T\n\n" + code("x = 2**63\nprint(x)")) == []
+
+
+def test_only_the_teaching_part_counts_against_the_visible_line_limit():
+    """A lesson fence's check part is folded on the page: a long one is fine; a long
+    teaching part is not."""
+    checks = "\n".join(f"assert x + {n} > {n - 1}" for n in range(20))
+    assert not any("lines shown" in p for p in problems(
+        "# T\n\n" + code(f"x = 1\nprint(x)\n# Proves: x.\n{checks}", "fence", "long-checks")))
+    teach = "\n".join(f"x{n} = {n}" for n in range(20))
+    assert any("21 lines shown" in p for p in problems(
+        "# T\n\n" + code(f"{teach}\nprint(x1)\n# Proves: x.\nassert x1 == 1", "fence", "long-teach")))
