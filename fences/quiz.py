@@ -16,7 +16,8 @@ loads, a notebook when the cell runs), records its key as
   for a dtype also its name without ``torch.`` (``float32``).
 
 ``explain`` (text, or a mapping choice -> reason) is the feedback: the right answer
-shows "Right. <explain>", a wrong one "Not <choice>. <explain or its reason>", so a
+shows "Right. <explain>", a wrong one "Not <choice>. <its own reason, if the mapping
+gives one> Try again." (the explanation would give the answer away), so a
 wrong and a right answer always read differently.
 
 ``quiz_question`` builds one question without showing it, ``quiz_show`` shows several in
@@ -107,15 +108,18 @@ def quiz_question(question: str, answer, choices=None, explain="") -> dict:
     reasons = dict(explain) if isinstance(explain, dict) else {}
     # A mapping's None entry is the text for a wrong answer it does not list (a typed one).
     general = reasons.pop(None, "") if isinstance(explain, dict) else str(explain or "")
+    hint = general if isinstance(explain, dict) else ""   # for a wrong typed answer
 
     def feedback(value, right: bool) -> str:
-        why = general
+        # The explanation is the answer's: shown once the reader has it right. A wrong
+        # choice shows only its own reason, if the author gave one, and "try again".
+        why = general if right or isinstance(explain, dict) else ""
         for key, reason in reasons.items():
             if _same(key, value):
                 why = reason
         if right:
             return "Right. " + _inline(why) if why else "Right."
-        return f"Not {_code(value)}. " + (_inline(why) if why else "Try again.")
+        return f"Not {_code(value)}. " + (_inline(why) + " " if why else "") + "Try again."
 
     text = _inline(question)
     if choices is not None:
@@ -136,7 +140,7 @@ def quiz_question(question: str, answer, choices=None, explain="") -> dict:
         entry = {"type": "value", "value": answer, "correct": True, "feedback": feedback(answer, True)}
         spec = {"question": text, "type": "numeric", "key": repr(answer),
                 "answers": [entry, {"type": "default", "feedback": "Not that. " + (
-                    _inline(general) if general else "Try again.")}]}
+                    _inline(hint) + " " if hint else "") + "Try again."}]}
         if isinstance(answer, float) and not float(answer).is_integer():
             spec["precision"] = 4
         return spec
@@ -145,7 +149,7 @@ def quiz_question(question: str, answer, choices=None, explain="") -> dict:
             "answers": [{"answer": a, "correct": True, "match_case": False,
                          "feedback": feedback(answer, True)} for a in accepted]
             + [{"type": "default", "feedback": "Not that. " + (
-                _inline(general) if general else "Try again, written as Python prints it.")}]}
+                _inline(hint) if hint else "Try again, written as Python prints it.")}]}
 
 
 def _div_id(name: str) -> str:

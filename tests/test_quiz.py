@@ -43,7 +43,7 @@ def test_a_multiple_choice_renders_with_one_right_answer(shown):
     assert [a["answer"] for a in q["answers"]] == ["<code>(1, 12, 4)</code>", "<code>(12, 4, 1)</code>",
                                                   "<code>(4, 12, 1)</code>"]
     right, wrong = q["answers"][0]["feedback"], q["answers"][1]["feedback"]
-    assert right == "Right. permute reorders." and wrong == "Not <code>(12, 4, 1)</code>. permute reorders."
+    assert right == "Right. permute reorders." and wrong == "Not <code>(12, 4, 1)</code>. Try again."  # no spoiler
 
 
 def test_a_wrong_key_is_refused(shown):
@@ -69,7 +69,7 @@ def test_typed_values_numeric_and_string(shown):
     assert shape["type"] == "string"
     assert [a["answer"] for a in shape["answers"] if "answer" in a] == ["(4,)"]  # the page reads "4" as (4,)
     assert {a["answer"] for a in dtype["answers"] if a.get("correct")} == {"torch.float32", "float32"}
-    assert dtype["answers"][-1] == {"type": "default", "feedback": "Not that. the default dtype"}
+    assert dtype["answers"][-1] == {"type": "default", "feedback": "Not that. Try again, written as Python prints it."}
 
 
 def test_the_key_is_recorded_under_the_record_env(shown, monkeypatch, capsys):
@@ -113,4 +113,4 @@ def test_explain_per_answer_and_for_any_wrong_typed_one():
     mc = fences.quiz_question("Which?", "view", choices=["view", "copy"],
                               explain={"view": "shares storage", "copy": "new storage"})
     assert [a["feedback"] for a in mc["answers"]] == ["Right. shares storage",
-                                                      "Not <code>copy</code>. new storage"]
+                                                      "Not <code>copy</code>. new storage Try again."]
