@@ -236,8 +236,11 @@ def _called(node) -> str:
     return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
 
 
-def checks_caption(count: int) -> tuple[str, str]:
-    """The check fold's two summaries: (shown while folded, shown while open)."""
+def checks_caption(count: int, quiz: bool = False) -> tuple[str, str]:
+    """The check fold's two summaries: (shown while folded, shown while open). A quick
+    check's fold holds its answer, and says so."""
+    if quiz:
+        return "The answer and how it is checked (answer first)", "Hide the answer"
     noun = "check" if count == 1 else "checks"
     return f"✓ {count} {noun}", f"✓ {count} {noun}: hide them"
 

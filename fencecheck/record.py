@@ -703,7 +703,7 @@ def badge(fence: str, runs: list[dict], described: dict | None = None) -> Badge:
     """The badge of one fence over the current runs (in release order)."""
     recs = [(label(run), by_id(run)[fence], run) for run in runs if fence in by_id(run)]
     if not recs:
-        return Badge("none", "not yet in the record",
+        return Badge("none", "checked on this build only",
                      "no current results file holds this fence: run `make matrix`")
     failed = [rel for rel, rec, _ in recs if rec["outcome"] == "failed"]
     if failed:
@@ -751,7 +751,7 @@ def page_summary(fences: list[str], runs: list[dict]) -> str:
              "fails": ("fails", "fail", "somewhere"),
              "gpu": ("has", "have", "a GPU part not yet run"),
              "skipped": ("was", "were", "skipped somewhere"),
-             "none": ("is", "are", "not yet in the record")}
+             "none": ("is", "are", "checked on this build only, not yet on every release")}
     news = []
     for kind in NEWS:
         k = sum(b.kind == kind for b in badges)

@@ -297,7 +297,8 @@ def _fold_checks(cell, source) -> None:
     code += folded
     after = nodes.container(nb_element="cell_code", classes=["cell", "tf-checks"])
     after += code
-    myst_nb.fold_cell(after, *lint.checks_caption(lint.check_count(checks)), mode="input")
+    myst_nb.fold_cell(after, *lint.checks_caption(lint.check_count(checks),
+                                                  quiz=lint._calls_any(checks, {"quiz"})), mode="input")
     cell.parent.insert(cell.parent.index(cell) + 1, after)
 
 

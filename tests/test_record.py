@@ -361,7 +361,7 @@ def test_page_summary_counts_only_the_news():
         "All 2 fences on this page hold on 2.8.0 – 2.15.0."
     assert record.page_summary(["a", "b", "new"], runs) == (
         "2 of the 3 fences on this page hold on 2.8.0 – 2.15.0; "
-        "1 is not yet in the record (each is marked).")
+        "1 is checked on this build only, not yet on every release (each is marked).")
     assert record.page_summary([], runs) == ""
 
 
@@ -370,7 +370,7 @@ def test_badge_fails_and_not_yet_in_the_record():
     b = record.badge("a", runs)
     assert (b.kind, b.text, b.title) == ("fails", "fails on 2.9.1", "AssertionError: x")
     assert record.badge("new", runs) == record.Badge(
-        "none", "not yet in the record", "no current results file holds this fence: run `make matrix`")
+        "none", "checked on this build only", "no current results file holds this fence: run `make matrix`")
 
 
 def test_never_run_anywhere():
