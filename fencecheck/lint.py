@@ -525,6 +525,10 @@ def lesson_problems(nb, lines: list[int] | None = None) -> list[str]:
             elif not (_calls_any(visible, SHOWING) or _calls_any(folded, {"quiz"})):
                 problems.append(f"{where}: the teaching part shows nothing: end it with "
                                 "fences.show(...), a raises block or a table")
+            elif _ends_in_expression(cell.source):
+                problems.append(f"{where}: the check part ends in an expression, whose value "
+                                "would print under the teaching part's output: assign it "
+                                "(`_ = ...`) or end the line with `;`")
         elif tags & FOLDING_TAGS:
             visible, folded = "", cell.source
         else:
@@ -540,6 +544,19 @@ def lesson_problems(nb, lines: list[int] | None = None) -> list[str]:
         for name in _names(folded)[0] - seen_visible:
             hidden.setdefault(name, where)
     return problems
+
+
+def _ends_in_expression(source: str) -> bool:
+    """Does the cell end in an expression statement IPython would display (one whose
+    line does not end with ``;``)?"""
+    try:
+        tree = ast.parse(_strip_magics(source))
+    except SyntaxError:
+        return False
+    if not tree.body or not isinstance(tree.body[-1], ast.Expr):
+        return False
+    last = source.rstrip().splitlines()[-1] if source.strip() else ""
+    return not last.split("#", 1)[0].rstrip().endswith(";")
 
 
 def _asserts(source: str) -> bool:

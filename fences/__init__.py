@@ -94,6 +94,30 @@ def _first_line(message: str) -> str:
     return f"{line[:half].rstrip()} ... {line[-half:].lstrip()}"
 
 
+_PROVES = re.compile(r"^\s*#\s*Proves:")
+
+
+def in_check_part(depth: int = 2) -> bool:
+    """Is the caller (``depth`` frames up, past the context manager) on or after its cell's
+    ``# Proves:`` line, in the check part of a lesson fence? The check part is folded on
+    the page, so what it would print must not show under the teaching part's output.
+    The cell's source is IPython's own copy (it keeps each cell in ``linecache`` for
+    tracebacks); outside a cell (a script, a test) the answer is False."""
+    import linecache
+    import sys
+
+    frame = sys._getframe(depth)
+    while frame is not None and frame.f_code.co_filename.startswith(__file__.rsplit("/", 1)[0]):
+        frame = frame.f_back        # out of this package (contextlib's frames are not ours)
+    while frame is not None and "contextlib" in frame.f_code.co_filename:
+        frame = frame.f_back
+    if frame is None:
+        return False
+    lines = linecache.getlines(frame.f_code.co_filename)
+    start = next((n for n, line in enumerate(lines, 1) if _PROVES.match(line)), None)
+    return start is not None and frame.f_lineno > start
+
+
 def shown_message(exc) -> str:
     """What a reader at the prompt sees of ``exc``: ``Class: message`` on one line."""
     return f"{type(exc).__name__}: {_first_line(str(exc))}"
@@ -152,7 +176,8 @@ def raises(expected: type[BaseException] | tuple, match: str):
             ) from exc
         _check_pattern(match, text)
         caught.value, caught.message = exc, text
-        print(shown_message(exc))
+        if not in_check_part():
+            print(shown_message(exc))
         _record_raised(type(exc).__name__, text)
     else:
         raise AssertionError(f"expected {names} matching {match!r}, nothing was raised")
@@ -249,7 +274,8 @@ def warns(expected: type[Warning], match: str):
         if issubclass(w.category, expected) and re.search(match, str(w.message)):
             _check_pattern(match, str(w.message))
             caught.value, caught.message = w.message, str(w.message)
-            print(f"{w.category.__name__}: {_first_line(str(w.message))}")
+            if not in_check_part():
+                print(f"{w.category.__name__}: {_first_line(str(w.message))}")
             _record_raised(w.category.__name__, str(w.message))
             return
     others = "; ".join(f"{w.category.__name__}: {w.message}" for w in seen) or "none"

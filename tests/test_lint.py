@@ -296,3 +296,30 @@ def test_only_the_teaching_part_counts_against_the_visible_line_limit():
     teach = "\n".join(f"x{n} = {n}" for n in range(20))
     assert any("21 lines shown" in p for p in problems(
         "# T\n\n" + code(f"{teach}\nprint(x1)\n# Proves: x.\nassert x1 == 1", "fence", "long-teach")))
+
+
+def test_a_check_part_may_not_end_in_a_displayed_expression():
+    ends = "x = 1\nprint(x)\n# Proves: x.\nassert x == 1\nfences.observe('a.b', x)"
+    found = lesson("# T\n\n" + IMPORTS + code(ends, "fence", "ends"))
+    assert any("ends in an expression" in p for p in found), found
+    quiet = lesson("# T\n\n" + IMPORTS + code(ends + ";", "fence", "ends"))
+    assert not any("ends in an expression" in p for p in quiet), quiet
+
+
+def test_the_check_part_prints_no_raise_message_on_the_page(monkeypatch):
+    """raises shows torch's message in the teaching part, and nothing from the check part
+    (folded on the page): the cell's own source, from IPython's linecache, says which."""
+    from IPython.core.interactiveshell import InteractiveShell
+    import contextlib
+    import io
+
+    import fences
+
+    monkeypatch.delenv(fences.RECORD_ENV, raising=False)
+    shell = InteractiveShell.instance()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        shell.run_cell("import fences\nwith fences.raises(ValueError, 'shown'):\n"
+                       "    raise ValueError('shown here')\n# Proves: x\n"
+                       "with fences.raises(ValueError, 'hidden'):\n    raise ValueError('hidden there')\n")
+    assert "ValueError: shown here" in out.getvalue() and "hidden there" not in out.getvalue()
