@@ -324,6 +324,8 @@ class Cell(IPyNbCell):
             if self.guard:
                 self.parent.unclean = True  # torch's global state cannot be trusted now
             raise
+        if not self.guard:
+            self._note_state()
         text = "".join(
             out.get("text", "") for out in self.test_outputs or []
             if out.get("output_type") == "stream"
@@ -338,6 +340,17 @@ class Cell(IPyNbCell):
             self.user_properties.append(("raised", raised))
         if SKIP_MARKER in text:
             pytest.skip(text.split(SKIP_MARKER, 1)[1].strip().splitlines()[0])
+
+    def _note_state(self):
+        """Tell the kernel's state guard this cell ran (``fences.state.note``), so a setting
+        left changed at the end is reported with the cell that changed it (.md line, id)."""
+        rel = self.parent.path.relative_to(self.config.rootpath).as_posix()
+        label = f"{rel}:{self.line}" + (f", fence {self.ident}" if self.ident else "")
+        kernel = self.parent.kernel
+        msg_id = kernel.execute_cell_input(
+            f'__import__("fences.state").state.note({label!r})', allow_stdin=False)
+        kernel.await_reply(msg_id, timeout=WARM_UP_TIMEOUT)
+        kernel.await_idle(msg_id, WARM_UP_TIMEOUT)
 
     def repr_failure(self, excinfo):
         where = f"{self.parent.path.relative_to(self.config.rootpath)}, {self.name}"

@@ -51,7 +51,8 @@ CASES = {
     "fail_raises": ("pass_raises", "expected RuntimeError matching 'must match the size', nothing was raised"),
     "fail_raises_subclass": ("pass_raises", "NotImplementedError was raised, a subclass of "
                              "RuntimeError: name NotImplementedError itself"),
-    "fail_leaks": ("pass_restores", "default dtype (torch.get_default_dtype): was torch.float32, now torch.float64"),
+    "fail_leaks": ("pass_restores", "default dtype (torch.get_default_dtype): was torch.float32, now torch.float64"
+                   "\n    changed by: book/fail_leaks.md:14\n"),
     "fail_matmul_leak": ("pass_matmul_restores",
                          "float32 matmul precision (torch.get_float32_matmul_precision): was highest, "
                          "now medium\n    fix: read it first, `old = torch.get_float32_matmul_precision()`, "
