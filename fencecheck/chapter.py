@@ -121,7 +121,7 @@ def lint_problems(text: str, nb) -> list[str]:
     problems = (lint.cell_problems(nb, text) + lint.text_problems(text) + lint.exponent_problems(text)
                 + lint.place_problems(text, nb))
     if form(text) == 3:
-        problems += lint.lesson_problems(nb, code_cell_lines(nb))
+        problems += lint.lesson_problems(nb, code_cell_lines(nb)) + lint.prose_numbers(text)[0]
     return problems
 
 
