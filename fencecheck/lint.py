@@ -687,10 +687,10 @@ _CODE_NUMBER = re.compile(r"(?<![\w.])(?:0x[0-9a-fA-F]+|\d[\d_]*(?:\.\d*)?(?:e[+
                           r"(?:\s*\*\*\s*-?\d+)?(?![\w])")
 #: Not results: a release (2.13.0, torch 2.8), a section or step reference, a year, a width.
 _NOT_RESULT = re.compile(
-    r"\b\d+\.\d+\.\d+\b"                                          # 2.13.0
+    r"\b\d+\.\d+(?:\.\d+)?\s*(?:–|-)\s*\d+\.\d+(?:\.\d+)?"          # 2.8–2.15
+    r"|\b\d+\.\d+\.\d+\b"                                         # 2.13.0
     r"|(?:torch|PyTorch|NumPy|Python|release|releases|version|versions|standard|JAX|CUDA"
-    r"|Jupyter Book|MyST)\s+(?:\d+(?:\.\d+)*)(?:\s*(?:–|-|to|and|or)\s*\d+(?:\.\d+)*)?"
-    r"|\d+\.\d+\s*(?:–|-)\s*\d+\.\d+"                             # 2.8–2.15
+    r"|Jupyter Book|MyST)\s+(?:\d+(?:\.\d+)*)(?:\s*(?:–|-|to|and|or|,)\s*\d+(?:\.\d+)*)*"
     r"|(?:§|[Ss]ections?|[Cc]hapters?|[Ss]teps?|[Ee]xercises?|[Pp]arts?|[Ll]ines?|[Ff]igures?"
     r"|[Tt]ables?|[Ii]ssues?|PR|NEP|#)\s*\d+(?:\.\d+)*(?:(?:,\s*|\s+and\s+|\s*[–-]\s*)\d+)*"
     r"|\bx86-64\b|\b\d+-bit\b"

@@ -75,6 +75,8 @@ CASES = {
     "fail_network": ("pass_quick", "the network is refused while the book's fences run"),
     "fail_open_solution": ("pass_assert", "line 19: {solution-start} corpus-ex-add without "
                            "`:class: dropdown`"),
+    "fail_prose_number": ("pass_prose_number", "book/fail_prose_number.md: line 31: the number 65,519 "
+                          "is in no code cell's code or output within 3 cells of it"),
     "fail_quiz_key": ("pass_quiz", "quiz: 0 of the choices ['(12, 4, 1)', '(4, 12, 1)'] equal the key (1, 12, 4)"),
 }
 

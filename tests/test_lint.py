@@ -285,3 +285,53 @@ def test_an_exponent_in_prose_is_refused_and_in_code_allowed():
     assert any("`**` as an exponent" in p for p in problems("# T\n\nAn int past 2**63 here.\n"))
     assert problems("# T\n\nAn int past `2**63`, or 2⁶³.\n\n```python\nx = 2**63\n```\n") == []
     assert problems("# T\n\n" + code("x = 2**63\nprint(x)")) == []
+
+
+# --- prose numbers are witnessed (issue 53, item 2) ----------------------------------
+
+def _lesson(body: str, front: str = "") -> str:
+    return ("---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
+            "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n"
+            f"tensor-fences: {{form: 3{front}}}\n---\n\n" + body)
+
+
+CELL = "```{code-cell} ipython3\n%s\n```\n"
+
+
+def test_the_issue_plant_65519_ones_is_refused():
+    from fencecheck import lint
+
+    text = _lesson(CELL % "ones = torch.ones(60000, dtype=torch.float16)\nfences.show(ones.sum())"
+                   + "\nSo 65,519 ones sum to 60000.0.\n")
+    [problem] = lint.number_problems(text, outputs=[{lint._number_value("60000.")}])
+    assert problem.startswith("line 18: the number 65,519 is in no code cell"), problem
+
+
+def test_numbers_witnessed_by_code_output_glue_or_allowlist_pass():
+    from fencecheck import lint
+
+    text = _lesson(CELL % "x = torch.ones(65_519)\nbig = 2**63" + "\n"
+                   "65,519 ones and 2⁶³ are in the code; 4.5 is shown; {glue:text}`x-n` is glued;"
+                   " torch 2.13.0 and 2.8–2.15, section 3.4, float16, 1999, 0, 1 and 2 are no"
+                   " results; `123` is code; 77 is allowlisted.\n",
+                   front=', numbers-ok: {"77": "the number of a page in another book"}')
+    assert lint.number_problems(text, outputs=[{lint._number_value("4.5")}]) == []
+    assert [p.split(":")[1] for p in lint.number_problems(text, outputs=[set()])] == [
+        " the number 4.5 is in no code cell's code or output within 3 cells of it"]
+
+
+def test_a_number_far_from_its_witness_is_refused():
+    from fencecheck import lint
+
+    cells = "".join(CELL % f"a{i} = {i + 100}" for i in range(8))
+    text = _lesson("It is 100.\n\n" + cells + "\nAnd 100 again.\n")
+    problems = lint.number_problems(text, outputs=[set()] * 8)
+    assert len(problems) == 1 and "the number 100 " in problems[0], problems   # the second
+
+
+def test_an_allowlisted_number_needs_a_reason():
+    from fencecheck import lint
+
+    text = _lesson("Nothing.\n", front=', numbers-ok: {"77": "TODO"}')
+    [problem] = lint.number_problems(text)
+    assert "numbers-ok '77': the reason 'TODO' says nothing" in problem, problem
