@@ -77,7 +77,7 @@ $(SITE): $(STAMP) $(INPUTS)
 	    stop() { trap - INT TERM; kill -TERM -- $${step:+-$$step} 2>/dev/null; \
 	             wait; rm -rf $(HTML); echo "make book: stopped" >&2; exit 130; }; \
 	    trap stop INT TERM; \
-	    $(BIN)/python -m fencecheck.preflight . || exit 2; \
+	    $(BIN)/python -m fencecheck.preflight . & step=$$!; wait $$step || exit 2; \
 	    $(BIN)/python tools/preexecute.py _build/.jupyter_cache & step=$$!; wait $$step || true; \
 	    $(BIN)/jupyter-book build . -n -W --keep-going & step=$$!; \
 	    built=0; wait $$step || built=$$?; \

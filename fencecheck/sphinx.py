@@ -157,6 +157,20 @@ def _owners() -> dict[str, list[str]]:
     return metadata.packages_distributions()
 
 
+def _parsed_code(nb) -> list:
+    """(cell, its syntax tree) for each code cell of ``nb`` that parses."""
+    import ast
+
+    out = []
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            try:
+                out.append((cell, ast.parse(lint._strip_magics(cell.source))))
+            except SyntaxError:
+                continue
+    return out
+
+
 def chapter_needs(nb) -> dict[str, str]:
     """What the chapter's code imports, as distribution -> installed version (not torch,
     not this project, not the standard library)."""
@@ -165,13 +179,7 @@ def chapter_needs(nb) -> dict[str, str]:
     from importlib import metadata
 
     modules = set()
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        try:
-            tree = ast.parse(lint._strip_magics(cell.source))
-        except SyntaxError:
-            continue
+    for cell, tree in _parsed_code(nb):
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 modules |= {a.name.split(".")[0] for a in node.names}
@@ -198,15 +206,8 @@ def fences_using(nb) -> dict[str, list[str]]:
 
     owners = _owners()
     alias: dict[str, str] = {}  # a name bound by an import -> its top-level module
-    trees = []
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        try:
-            tree = ast.parse(lint._strip_magics(cell.source))
-        except SyntaxError:
-            continue
-        trees.append((cell, tree))
+    trees = _parsed_code(nb)
+    for _, tree in trees:
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 alias.update({(a.asname or a.name).split(".")[0]: a.name.split(".")[0]

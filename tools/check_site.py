@@ -175,13 +175,7 @@ def form3_problems(facts: dict) -> list[str]:
 
 
 def measure_form3(browser, url: str, pagename: str) -> dict:
-    page = browser.new_page(viewport={"width": SCREEN[0], "height": SCREEN[1]},
-                            color_scheme="light")
-    page.goto(f"{url}/{pagename}.html", wait_until="load")
-    page.wait_for_timeout(300)
-    facts = page.evaluate(FORM3_JS)
-    page.close()
-    return form3_facts(facts)
+    return form3_facts(measure(browser, url, pagename, FORM3_JS))
 
 
 def measure_problems(facts: dict) -> list[str]:
@@ -193,12 +187,13 @@ def measure_problems(facts: dict) -> list[str]:
     return [f"{words[k]} (goal: at most {goal})" for k, goal in GOALS.items() if facts[k] > goal]
 
 
-def measure(browser, url: str, pagename: str) -> dict:
+def measure(browser, url: str, pagename: str, script: str = MEASURE_JS) -> dict:
+    """What ``script`` measures on the page at 1400×900, light mode."""
     page = browser.new_page(viewport={"width": SCREEN[0], "height": SCREEN[1]},
                             color_scheme="light")
     page.goto(f"{url}/{pagename}.html", wait_until="load")
     page.wait_for_timeout(300)
-    facts = page.evaluate(MEASURE_JS)
+    facts = page.evaluate(script)
     page.close()
     return facts
 
@@ -540,15 +535,25 @@ def quiz_self_test(browser) -> list[str]:
     return failures
 
 
-def check_search(page, url: str, query: str, chapter: str) -> list[str]:
-    """A search for a chapter's topic lists that chapter first."""
-    page.goto(f"{url}/search.html?q={query}", wait_until="load")
+def search_results(page, url: str, query: str) -> list[str] | None:
+    """The links the site's own search lists for ``query``, in order; None when it lists
+    nothing within 15 s."""
+    from urllib.parse import quote
+
+    page.goto(f"{url}/search.html?q={quote(query)}", wait_until="load")
     try:
         page.wait_for_selector("#search-results ul li a, ul.search li a", timeout=15000)
     except Exception:  # noqa: BLE001 - any timeout is the failure we report
-        return [f"search for {query!r} returned no results"]
+        return None
     links = page.locator("#search-results ul li a, ul.search li a")
-    hrefs = [links.nth(i).get_attribute("href") or "" for i in range(links.count())]
+    return [links.nth(i).get_attribute("href") or "" for i in range(links.count())]
+
+
+def check_search(page, url: str, query: str, chapter: str) -> list[str]:
+    """A search for a chapter's topic lists that chapter first."""
+    hrefs = search_results(page, url, query)
+    if hrefs is None:
+        return [f"search for {query!r} returned no results"]
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"search-{query}.png"))
     if not hrefs or f"{chapter}.html" not in hrefs[0]:
@@ -572,17 +577,11 @@ def error_messages(page, url: str) -> list[tuple[str, str]]:
 def check_error_search(page, url: str, message: str, explained: str) -> list[str]:
     """The full message pasted into the site's search lists the explaining page (or the
     errors page) among the first ``ERROR_RANK`` results."""
-    from urllib.parse import quote
-
     target = explained.split("#")[0].split("/")[-1] or "errors.html"
-    page.goto(f"{url}/search.html?q={quote(message)}", wait_until="load")
-    try:
-        page.wait_for_selector("ul.search li a", timeout=15000)
-    except Exception:  # noqa: BLE001 - a timeout is the failure we report
+    hrefs = search_results(page, url, message)
+    if hrefs is None:
         return [f"search for the message {message[:90]!r} found nothing"]
-    links = page.locator("ul.search li a")
-    hrefs = [links.nth(i).get_attribute("href") or "" for i in range(min(links.count(), ERROR_RANK))]
-    pages = [h.split("?")[0].split("#")[0].split("/")[-1] for h in hrefs]
+    pages = [h.split("?")[0].split("#")[0].split("/")[-1] for h in hrefs[:ERROR_RANK]]
     if target not in pages and "errors.html" not in pages:
         return [f"search for the message {message[:90]!r} lists {pages}, not {target} "
                 f"or errors.html, in its first {ERROR_RANK}"]
