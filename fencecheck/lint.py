@@ -518,6 +518,9 @@ def lesson_problems(nb, lines: list[int] | None = None) -> list[str]:
             elif _asserts(visible):
                 problems.append(f"{where}: an assert before the `# Proves:` line: the teaching "
                                 "part shows, the check part (from `# Proves:` on) asserts")
+            elif _bare_show(visible):
+                problems.append(f"{where}: `fences.show()` with nothing to show: give it the "
+                                "values the sentence reads off")
             elif not (_calls_any(visible, SHOWING) or _calls_any(folded, {"quiz"})):
                 problems.append(f"{where}: the teaching part shows nothing: end it with "
                                 "fences.show(...), a raises block or a table")
@@ -838,4 +841,67 @@ def number_problems(text: str, outputs: list[set] | None = None) -> list[str]:
                         f"within {NUMBER_REACH} cells of it: glue it from the fence that "
                         "computes it, show it, or (not a result) list it in the front matter's "
                         "tensor-fences numbers-ok with its reason")
+    return problems
+
+
+def _bare_show(source: str) -> bool:
+    """``fences.show()`` with no argument in ``source``."""
+    try:
+        tree = ast.parse(_strip_magics(source))
+    except SyntaxError:
+        return False
+    return any(isinstance(n, ast.Call) and _called(n) == "show" and not n.args and not n.keywords
+               for n in ast.walk(tree))
+
+
+#: The keys a chapter's ``tensor-fences`` front matter may have, and the forms there are.
+META_KEYS = {"form", "numbers-ok"}
+FORMS = {3}
+
+
+def meta_problems(meta) -> list[str]:
+    """What is wrong with a chapter's ``tensor-fences`` front matter (None: absent)."""
+    if meta is None:
+        return []
+    if not isinstance(meta, dict):
+        return [f"front matter: tensor-fences is {meta!r}, not a mapping such as {{form: 3}}"]
+    problems = [f"front matter: tensor-fences has the key {key!r}, which no tool reads (the keys "
+                f"are {', '.join(sorted(META_KEYS))}): a misspelt form leaves the lesson's rules off"
+                for key in meta if key not in META_KEYS]
+    if "form" in meta and (type(meta["form"]) is not int or meta["form"] not in FORMS):
+        problems.append(f"front matter: tensor-fences form is {meta['form']!r}; the forms are "
+                        f"{', '.join(map(str, sorted(FORMS)))} (a number)")
+    return problems
+
+
+def quiz_problems(nb, lines: list[int] | None = None) -> list[str]:
+    """A quick check whose key is a literal (not computed by torch from the question's code),
+    and a quick-check name used twice in the chapter (the page would show one of them)."""
+    problems, seen = [], {}
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for index, cell in enumerate(code):
+        where = f"line {lines[index]}" if lines and index < len(lines) else f"code cell {index}"
+        try:
+            tree = ast.parse(_strip_magics(cell.source))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and _called(node) == "quiz"):
+                continue
+            args = list(node.args) + [None] * 3
+            answer = args[2] or next((k.value for k in node.keywords if k.arg == "answer"), None)
+            name = args[0] or next((k.value for k in node.keywords if k.arg == "name"), None)
+            if answer is not None:
+                try:
+                    ast.literal_eval(answer)
+                    problems.append(f"{where}: the quick check's answer is the literal "
+                                    f"{ast.unparse(answer)}: compute it with torch from the "
+                                    "question's code, and assert it equals the literal after")
+                except ValueError:
+                    pass
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                if name.value in seen:
+                    problems.append(f"{where}: the quick check {name.value!r} is also at "
+                                    f"{seen[name.value]}: names are unique in a chapter")
+                seen.setdefault(name.value, where)
     return problems

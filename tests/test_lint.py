@@ -335,3 +335,51 @@ def test_an_allowlisted_number_needs_a_reason():
     text = _lesson("Nothing.\n", front=', numbers-ok: {"77": "TODO"}')
     [problem] = lint.number_problems(text)
     assert "numbers-ok '77': the reason 'TODO' says nothing" in problem, problem
+
+
+# --- the reviewer's plants (issue 53, item 6), each refused with its place ------------
+
+def _read_problem(tmp_path, text):
+    from fencecheck import chapter
+
+    path = tmp_path / "lesson.md"
+    path.write_text(text)
+    with pytest.raises(chapter.ChapterError) as info:
+        chapter.read(path)
+    return str(info.value)
+
+
+QUIZ = ("```{code-cell} ipython3\n:tags: [fence]\n:fence-id: %s\ny = torch.zeros(2, 3)\n"
+        "# Proves: quick check: the stride of a 2×3 tensor.\n"
+        "key = fences.quiz(%r, \"What is `y.stride()`?\", %s, choices=[(3, 1), (1, 3)])\n"
+        "assert key == (3, 1)\n```\n\n")
+
+
+@pytest.mark.parametrize("front, message", [
+    ("tensor-fences: {from: 3}", "tensor-fences has the key 'from', which no tool reads"),
+    ("tensor-fences: {form: 4}", "tensor-fences form is 4; the forms are 3"),
+    ("tensor-fences: {form: \"3\"}", "tensor-fences form is '3'; the forms are 3 (a number)"),
+])
+def test_a_misspelt_lesson_form_is_refused(tmp_path, front, message):
+    text = _lesson("Nothing.\n").replace("tensor-fences: {form: 3}", front)
+    assert message in _read_problem(tmp_path, text)
+
+
+def test_a_quick_check_with_a_literal_key_or_a_name_twice_is_refused(tmp_path):
+    body = ("```{code-cell} ipython3\nimport torch\n\nimport fences\n```\n\n"
+            + QUIZ % ("q-one", "q", "(3, 1)") + QUIZ % ("q-two", "q", "y.stride()"))
+    problem = _read_problem(tmp_path, _lesson(body))
+    assert "line 19: the quick check's answer is the literal (3, 1): compute it with torch" in problem
+    assert "line 28: the quick check 'q' is also at line 19" in problem, problem
+
+
+def test_show_with_nothing_a_fence_id_twice_and_tags_not_a_list_are_refused(tmp_path):
+    cell = ("```{code-cell} ipython3\n:tags: [fence]\n:fence-id: %s\nx = torch.ones(2)\n"
+            "fences.show(%s)\n# Proves: two ones.\nassert x.sum().item() == 2.0\n```\n\n")
+    head = "```{code-cell} ipython3\nimport torch\n\nimport fences\n```\n\n"
+    problem = _read_problem(tmp_path, _lesson(head + cell % ("a-b", "")))
+    assert "(fence a-b): `fences.show()` with nothing to show" in problem, problem
+    problem = _read_problem(tmp_path, _lesson(head + cell % ("a-b", "x") + cell % ("a-b", "x")))
+    assert "fence-id 'a-b' is used in lesson.md line 19 and in lesson.md line 28" in problem, problem
+    text = _lesson(head + (cell % ("a-b", "x")).replace(":tags: [fence]", ":tags: fence"))
+    assert "line 20: `:tags: fence`: a cell's tags are a list in brackets" in _read_problem(tmp_path, text)
