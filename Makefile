@@ -106,6 +106,7 @@ matrix-report: $(STAMP)
 # before them, torch, the packages and the tool are unchanged; MUTATE_ARGS=--fresh runs all.
 mutate: $(STAMP)
 	$(BIN)/python tools/mutate.py $(MUTATE_ARGS) $(CHAPTERS)
+	$(BIN)/python tools/gate_lifted.py $(CHAPTERS)
 
 # Debian's chromium, driven by Playwright for Python (no browser download);
 # axe-core from npm for the accessibility audit.

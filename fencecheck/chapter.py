@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 import yaml
@@ -119,9 +120,10 @@ def lint_problems(text: str, nb) -> list[str]:
     """Everything ``fencecheck.lint`` finds in one chapter (empty when it passes); the
     lesson form's rules where the chapter declares form 3."""
     problems = (lint.cell_problems(nb, text) + lint.text_problems(text) + lint.exponent_problems(text)
-                + lint.place_problems(text, nb))
+                + lint.place_problems(text, nb) + lint.meta_problems(front_matter(text).get("tensor-fences"))
+                + lint.quiz_problems(nb, code_cell_lines(nb)))
     if form(text) == 3:
-        problems += lint.lesson_problems(nb, code_cell_lines(nb))
+        problems += lint.lesson_problems(nb, code_cell_lines(nb)) + lint.prose_numbers(text)[0]
     return problems
 
 
@@ -182,8 +184,15 @@ def read(path: Path):
     problems = header_problems(text)
     if problems:
         raise ChapterError(f"{path}: " + "; ".join(problems))
+    bad_tags = [f"line {n}: `{line.strip()}`: a cell's tags are a list in brackets, e.g. "
+                ":tags: [fence, proof]"
+                for n, line in enumerate(text.splitlines(), 1)
+                if re.match(r"^:tags:\s*[^\s\[]", line)]
+    if bad_tags:
+        raise ChapterError(f"{path}: " + "; ".join(bad_tags))
     nb = parse(text, path)
-    problems = lint_problems(text, nb)
+    # a fence id twice in this chapter, also when it is not (yet) in _toc.yml
+    problems = lint_problems(text, nb) + lint.book_problems({path.name: nb})
     if problems:
         raise ChapterError(f"{path}: " + "; ".join(problems))
     return nb, code_cell_lines(nb)

@@ -522,6 +522,9 @@ def lesson_problems(nb, lines: list[int] | None = None) -> list[str]:
             elif _asserts(visible):
                 problems.append(f"{where}: an assert before the `# Proves:` line: the teaching "
                                 "part shows, the check part (from `# Proves:` on) asserts")
+            elif _bare_show(visible):
+                problems.append(f"{where}: `fences.show()` with nothing to show: give it the "
+                                "values the sentence reads off")
             elif not (_calls_any(visible, SHOWING) or _calls_any(folded, {"quiz"})):
                 problems.append(f"{where}: the teaching part shows nothing: end it with "
                                 "fences.show(...), a raises block or a table")
@@ -691,3 +694,235 @@ def cell_lines(nb, text: str | None = None) -> list[int]:
 def place_problems(text: str, nb) -> list[str]:
     """The checks of this section that read the chapter's text: solutions left open."""
     return solution_problems(text)
+
+
+# --- prose numbers are witnessed (issue 53, item 2) -------------------------------------
+
+#: A number in a lesson sentence must appear in the code of a code cell within this many
+#: code cells before or after it (or be glued, or allowlisted).
+NUMBER_REACH = 3
+_SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")
+#: A number in prose: 65,519 / 65519 / 0.5 / 1e-3 / 2⁶³ / 10⁻³ (with its sign: −1, -1).
+_PROSE_NUMBER = re.compile(
+    r"(?<![\w.,])(?:[−-](?=\d))?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e[+-]?\d+)?"
+    r"(?:[⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+)?(?![\w]|\.\d)")
+#: A number in code: 65519 / 65_519 / 0.5 / 1e-3 / 2**63 / 0x10.
+_CODE_NUMBER = re.compile(r"(?<![\w.])(?:0x[0-9a-fA-F]+|\d[\d_]*(?:\.\d*)?(?:e[+-]?\d+)?)"
+                          r"(?:\s*\*\*\s*-?\d+)?(?![\w])")
+#: Not results: a release (2.13.0, torch 2.8), a section or step reference, a year, a width.
+_NOT_RESULT = re.compile(
+    r"\b\d+\.\d+(?:\.\d+)?\s*(?:–|-)\s*\d+\.\d+(?:\.\d+)?"          # 2.8–2.15
+    r"|\b\d+\.\d+\.\d+\b"                                         # 2.13.0
+    r"|(?:torch|PyTorch|NumPy|Python|release|releases|version|versions|standard|JAX|CUDA"
+    r"|Jupyter Book|MyST)\s+(?:\d+(?:\.\d+)*)(?:\s*(?:–|-|to|and|or|,)\s*\d+(?:\.\d+)*)*"
+    r"|(?:§|[Ss]ections?|[Cc]hapters?|[Ss]teps?|[Ee]xercises?|[Pp]arts?|[Ll]ines?|[Ff]igures?"
+    r"|[Tt]ables?|[Ii]ssues?|PR|NEP|#)\s*\d+(?:\.\d+)*(?:(?:,\s*|\s+and\s+|\s*[–-]\s*)\d+)*"
+    r"|\bx86-64\b|\b\d+-bit\b"
+    r"|\b(?:19|20)\d\d\b")
+_ALWAYS_OK = {0, 1, 2}
+
+
+def _number_value(token: str):
+    """The value of a prose or code number token as a Fraction (``a**b`` evaluated), or None."""
+    from fractions import Fraction
+
+    t = token.replace("−", "-").replace(",", "").replace("_", "").replace(" ", "")
+    sup = re.search(r"[⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+$", t)
+    if sup:
+        t = t[:sup.start()] + "**" + sup.group(0).translate(_SUPERSCRIPT)
+    try:
+        if "**" in t:
+            base, _, exp = t.partition("**")
+            b, e = Fraction(base), int(exp)
+            if abs(e) > 4096 or (b == 0 and e < 0):
+                return None
+            return b ** e
+        if t.lower().startswith(("0x", "-0x")):
+            return Fraction(int(t, 16))
+        return Fraction(t)
+    except (ValueError, ZeroDivisionError, OverflowError):
+        return None
+
+
+def _prose_of(line: str) -> str:
+    """A prose line less what is not a sentence's own number: code spans and roles
+    (``{glue:text}`name``` is witnessed by its fence), math, link targets, HTML."""
+    line = re.sub(r"(`+).+?\1", " ", line)                 # code spans, roles' targets
+    line = re.sub(r"\{[\w:-]+\}", " ", line)               # role names
+    line = re.sub(r"\$\$.+?\$\$|\$[^$\s][^$]*?\$", " ", line)   # inline math
+    line = re.sub(r"\]\([^)]*\)", "]", line)               # link targets
+    line = re.sub(r"<[^>]+>", " ", line)                   # HTML tags
+    return _NOT_RESULT.sub(" ", line)
+
+
+def _allowed_numbers(text: str) -> tuple[set, list[str]]:
+    """The chapter's ``tensor-fences: {numbers-ok: {"65519": "why"}}`` and what is wrong with it."""
+    from .chapter import front_matter
+
+    meta = front_matter(text).get("tensor-fences")
+    entries = meta.get("numbers-ok") if isinstance(meta, dict) else None
+    if not entries:
+        return set(), []
+    if not isinstance(entries, dict):
+        return set(), ["front matter: tensor-fences numbers-ok must map each number to its "
+                       "reason, e.g. {\"32\": \"the bits of float32, a dtype's name\"}"]
+    allowed, problems = set(), []
+    for number, reason in entries.items():
+        value = _number_value(str(number))
+        if value is None:
+            problems.append(f"front matter: numbers-ok {number!r} is not a number")
+            continue
+        words = re.findall(r"[A-Za-z]{2,}", str(reason or ""))
+        placeholder = re.search(r"\b(?:todo|fixme|tbd|xxx+|placeholder|reason|because)\b",
+                                str(reason or ""), re.I)
+        if len(words) < 3 or (placeholder and len(words) < 4):
+            problems.append(f"front matter: numbers-ok {number!r}: the reason {reason!r} says "
+                            "nothing; say why this number is not a result a fence computes")
+            continue
+        allowed.add(value)
+    return allowed, problems
+
+
+def prose_numbers(text: str) -> tuple[list[str], list[tuple[int, str, object, int, int]]]:
+    """The front matter's problems, and each number in a lesson sentence that no code cell
+    nearby witnesses: ``(line, number, value, first, end)``, where code cells ``first`` to
+    ``end - 1`` (in order, from 0) are those within ``NUMBER_REACH`` of the sentence. The
+    plugin looks for the rest in those cells' outputs (``number_problems``)."""
+    allowed, problems = _allowed_numbers(text)
+    lines = text.splitlines()
+    start = 0
+    if lines and lines[0].strip() == "---":   # the front matter
+        for i in range(1, len(lines)):
+            if lines[i].strip() == "---":
+                start = i + 1
+                break
+    cells: list[set] = []                 # the values in each code cell's code
+    prose: list[tuple[int, int, str]] = []  # (line, code cells before it, prose)
+    fence, body, in_math = None, None, False
+    for n in range(start, len(lines)):
+        line = lines[n]
+        m = re.match(r"^\s*(`{3,}|~{3,})(.*)$", line)
+        if fence is None and m:
+            fence = m.group(1)
+            body = [] if m.group(2).startswith("{code-cell}") else None
+            continue
+        if fence is not None:
+            if line.strip() == fence:
+                if body is not None:
+                    cells.append(numbers_in("\n".join(body)))
+                fence, body = None, None
+            elif body is not None:
+                body.append(line)
+            continue
+        stripped = line.strip()
+        if stripped.startswith("$$"):
+            in_math = not (in_math or stripped.count("$$") >= 2 and len(stripped) > 2)
+            continue
+        if in_math or not stripped or (stripped.startswith(("#", "%", ":", "<!--", "+++", "|"))
+                                       and not stripped.startswith("| ")):
+            continue
+        prose.append((n + 1, len(cells), _prose_of(line)))
+    pending = []
+    for n, before, sentence in prose:
+        first, end = max(0, before - NUMBER_REACH), min(len(cells), before + NUMBER_REACH)
+        near = set().union(*cells[first:end]) if end > first else set()
+        for m in _PROSE_NUMBER.finditer(sentence):
+            value = _number_value(m.group(0))
+            if value is None or abs(value) in _ALWAYS_OK or value in allowed:
+                continue
+            if value in near or -value in near:
+                continue
+            pending.append((n, m.group(0), value, first, end))
+    return problems, pending
+
+
+def numbers_in(code_or_output: str) -> set:
+    """Every number's value in code or in a shown output (65_519, 2**63, 1.0010e+00, 65504.)."""
+    return {v for v in (_number_value(t.group(0)) for t in _CODE_NUMBER.finditer(code_or_output))
+            if v is not None}
+
+
+def number_problems(text: str, outputs: list[set] | None = None) -> list[str]:
+    """A number in a lesson sentence that no fence nearby witnesses, one line a number.
+
+    Witnessed: the same value (65,519 = 65519 = 65_519; 2⁶³ = ``2**63``) appears in the
+    code, or (``outputs``: the values each code cell showed, from the run) in the shown
+    output, of a code cell at most ``NUMBER_REACH`` code cells before or after the
+    sentence, or the sentence glues it (``{glue:text}``). Not checked: code spans, code
+    blocks, math, link targets, HTML, headings, directive options, comments, and numbers
+    that are not results (0, 1, 2, years, releases, section/step/line references, the
+    digits of dtype names, and the chapter's own ``numbers-ok`` with a reason each)."""
+    problems, pending = prose_numbers(text)
+    for n, token, value, first, end in pending:
+        if outputs is not None:
+            near = set().union(*outputs[first:end]) if end > first else set()
+            if value in near or -value in near:
+                continue
+        problems.append(f"line {n}: the number {token} is in no code cell's code or output "
+                        f"within {NUMBER_REACH} cells of it: glue it from the fence that "
+                        "computes it, show it, or (not a result) list it in the front matter's "
+                        "tensor-fences numbers-ok with its reason")
+    return problems
+
+
+def _bare_show(source: str) -> bool:
+    """``fences.show()`` with no argument in ``source``."""
+    try:
+        tree = ast.parse(_strip_magics(source))
+    except SyntaxError:
+        return False
+    return any(isinstance(n, ast.Call) and _called(n) == "show" and not n.args and not n.keywords
+               for n in ast.walk(tree))
+
+
+#: The keys a chapter's ``tensor-fences`` front matter may have, and the forms there are.
+META_KEYS = {"form", "numbers-ok"}
+FORMS = {3}
+
+
+def meta_problems(meta) -> list[str]:
+    """What is wrong with a chapter's ``tensor-fences`` front matter (None: absent)."""
+    if meta is None:
+        return []
+    if not isinstance(meta, dict):
+        return [f"front matter: tensor-fences is {meta!r}, not a mapping such as {{form: 3}}"]
+    problems = [f"front matter: tensor-fences has the key {key!r}, which no tool reads (the keys "
+                f"are {', '.join(sorted(META_KEYS))}): a misspelt form leaves the lesson's rules off"
+                for key in meta if key not in META_KEYS]
+    if "form" in meta and (type(meta["form"]) is not int or meta["form"] not in FORMS):
+        problems.append(f"front matter: tensor-fences form is {meta['form']!r}; the forms are "
+                        f"{', '.join(map(str, sorted(FORMS)))} (a number)")
+    return problems
+
+
+def quiz_problems(nb, lines: list[int] | None = None) -> list[str]:
+    """A quick check whose key is a literal (not computed by torch from the question's code),
+    and a quick-check name used twice in the chapter (the page would show one of them)."""
+    problems, seen = [], {}
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for index, cell in enumerate(code):
+        where = f"line {lines[index]}" if lines and index < len(lines) else f"code cell {index}"
+        try:
+            tree = ast.parse(_strip_magics(cell.source))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and _called(node) == "quiz"):
+                continue
+            args = list(node.args) + [None] * 3
+            answer = args[2] or next((k.value for k in node.keywords if k.arg == "answer"), None)
+            name = args[0] or next((k.value for k in node.keywords if k.arg == "name"), None)
+            if answer is not None:
+                try:
+                    ast.literal_eval(answer)
+                    problems.append(f"{where}: the quick check's answer is the literal "
+                                    f"{ast.unparse(answer)}: compute it with torch from the "
+                                    "question's code, and assert it equals the literal after")
+                except ValueError:
+                    pass
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                if name.value in seen:
+                    problems.append(f"{where}: the quick check {name.value!r} is also at "
+                                    f"{seen[name.value]}: names are unique in a chapter")
+                seen.setdefault(name.value, where)
+    return problems

@@ -246,6 +246,8 @@ class Chapter(IPyNbFile):
     """
 
     unclean = False  # set when torch's global state cannot be trusted after this chapter
+    cell_failed = ""  # the first of its cells that failed
+    outputs = None   # a lesson's: the numbers each code cell showed (ProseNumbers)
     died = ""        # the item whose cell the kernel died in
 
     def __init__(self, *args, **kwargs):
@@ -286,6 +288,10 @@ class Chapter(IPyNbFile):
             self, name="teardown: torch global state restored", cell_num=len(code),
             cell=new_code_cell(CHECK), options=_options(), line=0, guard=True,
         )
+        text = self.path.read_text(encoding="utf-8")
+        if chapters.form(text) == 3:   # a lesson: its sentences' numbers are witnessed
+            self.outputs = [set() for _ in code]
+            yield ProseNumbers.from_parent(self, name="prose numbers witnessed", text=text)
 
     def repr_failure(self, excinfo, style=None):
         return str(excinfo.value)
@@ -323,7 +329,13 @@ class Cell(IPyNbCell):
         except BaseException:
             if self.guard:
                 self.parent.unclean = True  # torch's global state cannot be trusted now
+            else:
+                self.parent.cell_failed = self.parent.cell_failed or self.name
             raise
+        if not self.guard:
+            self._note_state()
+            if self.parent.outputs is not None:
+                self.parent.outputs[self.cell_num] = lint.numbers_in(_shown(self.test_outputs))
         text = "".join(
             out.get("text", "") for out in self.test_outputs or []
             if out.get("output_type") == "stream"
@@ -339,6 +351,17 @@ class Cell(IPyNbCell):
         if SKIP_MARKER in text:
             pytest.skip(text.split(SKIP_MARKER, 1)[1].strip().splitlines()[0])
 
+    def _note_state(self):
+        """Tell the kernel's state guard this cell ran (``fences.state.note``), so a setting
+        left changed at the end is reported with the cell that changed it (.md line, id)."""
+        rel = self.parent.path.relative_to(self.config.rootpath).as_posix()
+        label = f"{rel}:{self.line}" + (f", fence {self.ident}" if self.ident else "")
+        kernel = self.parent.kernel
+        msg_id = kernel.execute_cell_input(
+            f'__import__("fences.state").state.note({label!r})', allow_stdin=False)
+        kernel.await_reply(msg_id, timeout=WARM_UP_TIMEOUT)
+        kernel.await_idle(msg_id, WARM_UP_TIMEOUT)
+
     def repr_failure(self, excinfo):
         where = f"{self.parent.path.relative_to(self.config.rootpath)}, {self.name}"
         if self.ident and self.line:   # a fence's name is its id: say where it is too
@@ -347,6 +370,41 @@ class Cell(IPyNbCell):
 
     def reportinfo(self):
         return self.path, max(self.line - 1, 0), f"{self.parent.path.name}::{self.name}"
+
+
+def _shown(outputs) -> str:
+    """The text a cell showed: its streams and each output's text, Markdown or HTML."""
+    parts = []
+    for out in outputs or []:
+        parts.append(out.get("text", ""))
+        data = out.get("data") or {}
+        for kind in ("text/plain", "text/markdown", "text/html", "text/latex"):
+            value = data.get(kind, "")
+            parts.append("".join(value) if isinstance(value, list) else str(value))
+    return "\n".join(parts)
+
+
+class ProseNumbers(pytest.Item):
+    """After a lesson's cells: each number in its sentences is witnessed by the code or the
+    shown output of a code cell nearby (``fencecheck.lint.number_problems``)."""
+
+    def __init__(self, *, text, **kwargs):
+        super().__init__(**kwargs)
+        self.text = text
+
+    def runtest(self):
+        if self.parent.cell_failed:
+            pytest.skip(f"not checked: {self.parent.cell_failed} failed, its output is not known")
+        problems = lint.number_problems(self.text, self.parent.outputs)
+        if problems:
+            raise AssertionError("\n".join(problems))
+
+    def repr_failure(self, excinfo, style=None):
+        rel = self.parent.path.relative_to(self.config.rootpath).as_posix()
+        return "\n".join(f"{rel}: {line}" for line in str(excinfo.value).splitlines())
+
+    def reportinfo(self):
+        return self.path, 0, f"{self.parent.path.name}::{self.name}"
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -1,10 +1,11 @@
 """Process-global settings a chapter could leave behind, read, compared and reset.
 
-The test plugin runs ``snapshot()`` before a chapter's first cell and
-``check()`` after its last. Under the shared kernel of the local loop
-(``make test``) the next chapter would inherit whatever this one left, so a
-chapter that changes a setting and does not restore it fails, and the
-message says how to restore it. The settings checked (``SETTINGS``):
+The test plugin runs ``snapshot()`` before a chapter's first cell, ``note(cell)``
+after each cell and ``check()`` after its last. Every chapter runs in a fresh
+kernel, but a reader runs the next cells in the same kernel, which would inherit
+whatever a cell left; so a chapter that changes a setting and does not restore
+it fails, and the message names the cell that changed it (its .md line and fence
+id) and says how to restore it. The settings checked (``SETTINGS``):
 
 - torch: default dtype and device, grad and inference mode, deterministic
   algorithms (and warn-only), cuDNN's deterministic and benchmark flags,
@@ -36,6 +37,9 @@ from typing import Callable
 _snapshot: dict[str, object] | None = None
 
 _modules: set[str] = set()  # the modules imported when the snapshot was taken
+
+_last: dict[str, object] | None = None  # the settings after the last cell ``note`` saw
+_changed_by: dict[str, str] = {}         # setting -> the cell that moved it off the snapshot
 
 #: Environment variables that a library sets when it is imported, not the
 #: chapter's own code; a chapter that imports the library leaves them set,
@@ -215,10 +219,29 @@ def remedies(before: dict[str, object], after: dict[str, object]) -> list[str]:
 
 def snapshot() -> None:
     """Before a chapter's first cell: fresh random state, then remember the settings as they are."""
-    global _snapshot, _modules
+    global _snapshot, _modules, _last
     reset_random()
     _snapshot = read()
+    _last = _snapshot
+    _changed_by.clear()
     _modules = set(sys.modules)
+
+
+def note(cell: str) -> None:
+    """After each cell (the plugin calls it, ``cell`` naming it, e.g. ``book/x.md:120, fence
+    x-id``): remember, for each setting this cell moved off its snapshot value, that this cell
+    did it, so ``check`` names the cell that changed what was left changed. A setting put
+    back to its snapshot value forgets its cell."""
+    global _last
+    if _snapshot is None:
+        return
+    now = read()
+    for name, value in now.items():
+        if value == _snapshot.get(name):
+            _changed_by.pop(name, None)
+        elif _last is None or value != _last.get(name):
+            _changed_by[name] = cell
+    _last = now
 
 
 def _without_import_filters(before: list, after: list, modules: set[str]) -> list:
@@ -236,9 +259,15 @@ def check() -> None:
     after = read()
     after[WARNING_FILTERS] = _without_import_filters(
         _snapshot[WARNING_FILTERS], after[WARNING_FILTERS], _modules)
+    names = [n for n in _snapshot if _snapshot[n] != after[n]]
     changed = remedies(_snapshot, after)
     if changed:
+        lines = []
+        for name, line in zip(names, changed):
+            head, _, fix = line.partition("\n")
+            who = _changed_by.get(name)
+            lines.append(head + (f"\n    changed by: {who}" if who else "") + "\n" + fix)
         raise AssertionError(
-            "the chapter changed global state and did not restore it; the next chapter in "
-            "this kernel would inherit it:\n  " + "\n  ".join(changed)
+            "the chapter changed global state and did not restore it; a reader who runs "
+            "the next cells in the same kernel inherits it:\n  " + "\n  ".join(lines)
         )

@@ -51,10 +51,11 @@ CASES = {
     "fail_raises": ("pass_raises", "expected RuntimeError matching 'must match the size', nothing was raised"),
     "fail_raises_subclass": ("pass_raises", "NotImplementedError was raised, a subclass of "
                              "RuntimeError: name NotImplementedError itself"),
-    "fail_leaks": ("pass_restores", "default dtype (torch.get_default_dtype): was torch.float32, now torch.float64"),
+    "fail_leaks": ("pass_restores", "default dtype (torch.get_default_dtype): was torch.float32, now torch.float64"
+                   "\n    changed by: book/fail_leaks.md:14\n"),
     "fail_matmul_leak": ("pass_matmul_restores",
                          "float32 matmul precision (torch.get_float32_matmul_precision): was highest, "
-                         "now medium\n    fix: read it first, `old = torch.get_float32_matmul_precision()`, "
+                         "now medium\n    changed by: book/fail_matmul_leak.md:14\n    fix: read it first, `old = torch.get_float32_matmul_precision()`, "
                          "and restore it in `finally: torch.set_float32_matmul_precision(old)`"),
     "fail_setup_cell": ("pass_assert", "RuntimeError: a setup cell broke"),
     "fail_hangs": ("pass_quick", f"Timeout of {TIMEOUT} seconds exceeded"),
@@ -74,6 +75,8 @@ CASES = {
     "fail_network": ("pass_quick", "the network is refused while the book's fences run"),
     "fail_open_solution": ("pass_assert", "line 19: {solution-start} corpus-ex-add without "
                            "`:class: dropdown`"),
+    "fail_prose_number": ("pass_prose_number", "book/fail_prose_number.md: line 31: the number 65,519 "
+                          "is in no code cell's code or output within 3 cells of it"),
     "fail_quiz_key": ("pass_quiz", "quiz: 0 of the choices ['(12, 4, 1)', '(4, 12, 1)'] equal the key (1, 12, 4)"),
 }
 

@@ -194,6 +194,26 @@ def test_state_detects_and_names_a_leak():
     state.check()
 
 
+def test_state_names_the_cell_that_changed_it_and_no_next_chapter():
+    state.snapshot()
+    previous = torch.get_default_dtype()
+    state.note("book/x.md:10")
+    torch.set_default_dtype(torch.float64)
+    try:
+        state.note("book/x.md:20, fence x-dtype")
+        state.note("book/x.md:30")           # leaves it as it was: not the culprit
+        with pytest.raises(AssertionError) as info:
+            state.check()
+    finally:
+        torch.set_default_dtype(previous)
+    message = str(info.value)
+    assert "changed by: book/x.md:20, fence x-dtype" in message, message
+    assert "a reader who runs the next cells in the same kernel" in message, message
+    assert "next chapter" not in message, message
+    state.note("book/x.md:40")               # restored: forgotten
+    state.check()
+
+
 def test_state_covers_grad_mode_and_threads():
     before = state.read()
     with torch.no_grad():

@@ -323,3 +323,100 @@ def test_the_check_part_prints_no_raise_message_on_the_page(monkeypatch):
                        "    raise ValueError('shown here')\n# Proves: x\n"
                        "with fences.raises(ValueError, 'hidden'):\n    raise ValueError('hidden there')\n")
     assert "ValueError: shown here" in out.getvalue() and "hidden there" not in out.getvalue()
+
+# --- prose numbers are witnessed (issue 53, item 2) ----------------------------------
+
+def _lesson(body: str, front: str = "") -> str:
+    return ("---\njupytext:\n  text_representation:\n    extension: .md\n    format_name: myst\n"
+            "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n"
+            f"tensor-fences: {{form: 3{front}}}\n---\n\n" + body)
+
+
+CELL = "```{code-cell} ipython3\n%s\n```\n"
+
+
+def test_the_issue_plant_65519_ones_is_refused():
+    from fencecheck import lint
+
+    text = _lesson(CELL % "ones = torch.ones(60000, dtype=torch.float16)\nfences.show(ones.sum())"
+                   + "\nSo 65,519 ones sum to 60000.0.\n")
+    [problem] = lint.number_problems(text, outputs=[{lint._number_value("60000.")}])
+    assert problem.startswith("line 18: the number 65,519 is in no code cell"), problem
+
+
+def test_numbers_witnessed_by_code_output_glue_or_allowlist_pass():
+    from fencecheck import lint
+
+    text = _lesson(CELL % "x = torch.ones(65_519)\nbig = 2**63" + "\n"
+                   "65,519 ones and 2⁶³ are in the code; 4.5 is shown; {glue:text}`x-n` is glued;"
+                   " torch 2.13.0 and 2.8–2.15, section 3.4, float16, 1999, 0, 1 and 2 are no"
+                   " results; `123` is code; 77 is allowlisted.\n",
+                   front=', numbers-ok: {"77": "the number of a page in another book"}')
+    assert lint.number_problems(text, outputs=[{lint._number_value("4.5")}]) == []
+    assert [p.split(":")[1] for p in lint.number_problems(text, outputs=[set()])] == [
+        " the number 4.5 is in no code cell's code or output within 3 cells of it"]
+
+
+def test_a_number_far_from_its_witness_is_refused():
+    from fencecheck import lint
+
+    cells = "".join(CELL % f"a{i} = {i + 100}" for i in range(8))
+    text = _lesson("It is 100.\n\n" + cells + "\nAnd 100 again.\n")
+    problems = lint.number_problems(text, outputs=[set()] * 8)
+    assert len(problems) == 1 and "the number 100 " in problems[0], problems   # the second
+
+
+def test_an_allowlisted_number_needs_a_reason():
+    from fencecheck import lint
+
+    text = _lesson("Nothing.\n", front=', numbers-ok: {"77": "TODO"}')
+    [problem] = lint.number_problems(text)
+    assert "numbers-ok '77': the reason 'TODO' says nothing" in problem, problem
+
+
+# --- the reviewer's plants (issue 53, item 6), each refused with its place ------------
+
+def _read_problem(tmp_path, text):
+    from fencecheck import chapter
+
+    path = tmp_path / "lesson.md"
+    path.write_text(text)
+    with pytest.raises(chapter.ChapterError) as info:
+        chapter.read(path)
+    return str(info.value)
+
+
+QUIZ = ("```{code-cell} ipython3\n:tags: [fence]\n:fence-id: %s\ny = torch.zeros(2, 3)\n"
+        "# Proves: quick check: the stride of a 2×3 tensor.\n"
+        "key = fences.quiz(%r, \"What is `y.stride()`?\", %s, choices=[(3, 1), (1, 3)])\n"
+        "assert key == (3, 1)\n```\n\n")
+
+
+@pytest.mark.parametrize("front, message", [
+    ("tensor-fences: {from: 3}", "tensor-fences has the key 'from', which no tool reads"),
+    ("tensor-fences: {form: 4}", "tensor-fences form is 4; the forms are 3"),
+    ("tensor-fences: {form: \"3\"}", "tensor-fences form is '3'; the forms are 3 (a number)"),
+])
+def test_a_misspelt_lesson_form_is_refused(tmp_path, front, message):
+    text = _lesson("Nothing.\n").replace("tensor-fences: {form: 3}", front)
+    assert message in _read_problem(tmp_path, text)
+
+
+def test_a_quick_check_with_a_literal_key_or_a_name_twice_is_refused(tmp_path):
+    body = ("```{code-cell} ipython3\nimport torch\n\nimport fences\n```\n\n"
+            + QUIZ % ("q-one", "q", "(3, 1)") + QUIZ % ("q-two", "q", "y.stride()"))
+    problem = _read_problem(tmp_path, _lesson(body))
+    assert "line 19: the quick check's answer is the literal (3, 1): compute it with torch" in problem
+    assert "line 28: the quick check 'q' is also at line 19" in problem, problem
+
+
+def test_show_with_nothing_a_fence_id_twice_and_tags_not_a_list_are_refused(tmp_path):
+    cell = ("```{code-cell} ipython3\n:tags: [fence]\n:fence-id: %s\nx = torch.ones(2)\n"
+            "fences.show(%s)\n# Proves: two ones.\nassert x.sum().item() == 2.0\n```\n\n")
+    head = "```{code-cell} ipython3\nimport torch\n\nimport fences\n```\n\n"
+    problem = _read_problem(tmp_path, _lesson(head + cell % ("a-b", "")))
+    assert "(fence a-b): `fences.show()` with nothing to show" in problem, problem
+    problem = _read_problem(tmp_path, _lesson(head + cell % ("a-b", "x") + cell % ("a-b", "x")))
+    assert "fence-id 'a-b' is used in lesson.md line 19 and in lesson.md line 28" in problem, problem
+    text = _lesson(head + (cell % ("a-b", "x")).replace(":tags: [fence]", ":tags: fence"))
+    assert "line 20: `:tags: fence`: a cell's tags are a list in brackets" in _read_problem(tmp_path, text)
