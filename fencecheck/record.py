@@ -602,8 +602,8 @@ def words(value: str) -> str:
     tuple as its items joined by ", ", anything else as recorded."""
     import ast
 
-    try:
-        data = ast.literal_eval(value)
+    try:   # nan and inf are not literals: read them as words
+        data = ast.literal_eval(re.sub(r"(?<![\w'\"])(-?(?:nan|inf))(?![\w'\"])", r"'\1'", value))
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return value
     if isinstance(data, dict) and data:

@@ -55,7 +55,8 @@ CASES = {
                    "\n    changed by: book/fail_leaks.md:14\n"),
     "fail_matmul_leak": ("pass_matmul_restores",
                          "float32 matmul precision (torch.get_float32_matmul_precision): was highest, "
-                         "now medium\n    changed by: book/fail_matmul_leak.md:14\n    fix: read it first, `old = torch.get_float32_matmul_precision()`, "
+                         "now medium\n    changed by: book/fail_matmul_leak.md:14\n"
+                         "    fix: read it first, `old = torch.get_float32_matmul_precision()`, "
                          "and restore it in `finally: torch.set_float32_matmul_precision(old)`"),
     "fail_setup_cell": ("pass_assert", "RuntimeError: a setup cell broke"),
     "fail_hangs": ("pass_quick", f"Timeout of {TIMEOUT} seconds exceeded"),

@@ -62,7 +62,7 @@ def chapter_gates(path: Path) -> list[dict]:
         if cell.index > max(gated, default=-1):
             break
         if cell.index in gated:
-            child = mutate.Child(lambda: lifted(cell.source, namespace), TIMEOUT)
+            child = mutate.Child(lambda cell=cell, namespace=namespace: lifted(cell.source, namespace), TIMEOUT)
             mutate.gather([child], lambda c: None)
             result = dict(child.result or {})
             if child.timed_out:
@@ -81,7 +81,7 @@ def run(paths: list[Path]) -> list[dict]:
     for path in paths:
         if not GATE.search(Path(path).read_text(encoding="utf-8")):
             continue
-        child = mutate.Child(lambda: chapter_gates(path), None, quiet=True)
+        child = mutate.Child(lambda path=path: chapter_gates(path), None, quiet=True)
         mutate.gather([child], lambda c: None)
         result = child.result
         if isinstance(result, dict) and "crash" in result:
