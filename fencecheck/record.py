@@ -602,10 +602,14 @@ def words(value: str) -> str:
     tuple as its items joined by ", ", anything else as recorded."""
     import ast
 
-    try:   # nan and inf are not literals: read them as words
-        data = ast.literal_eval(re.sub(r"(?<![\w'\"])(-?(?:nan|inf))(?![\w'\"])", r"'\1'", value))
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return value
+    bad = (ValueError, SyntaxError, TypeError, MemoryError, RecursionError)
+    try:
+        data = ast.literal_eval(value)
+    except bad:
+        try:   # nan and inf are not literals: read them as words
+            data = ast.literal_eval(re.sub(r"(?<![\w'\"])(-?(?:nan|inf))(?![\w'\"])", r"'\1'", value))
+        except bad:
+            return value
     if isinstance(data, dict) and data:
         return "; ".join(f"{k}: {words(repr(v)) if not isinstance(v, str) else v}"
                          for k, v in data.items())

@@ -590,3 +590,8 @@ def test_a_build_difference_is_claimed_only_where_a_release_ran_in_both_builds()
 def test_a_value_reads_in_words():
     assert record.words("{'float16': 1.0, 'bfloat16': 1.0}") == "float16: 1.0; bfloat16: 1.0"
     assert record.words("(1, 12, 4)") == "1, 12, 4" and record.words("RuntimeError") == "RuntimeError"
+
+
+def test_words_reads_a_dict_whose_strings_hold_inf_and_one_with_bare_nan():
+    assert record.words("{'a inf b': 'refused', 'c': 'wrote 1'}") == "a inf b: refused; c: wrote 1"
+    assert record.words("{'x': nan}") == "x: nan"
