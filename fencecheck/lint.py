@@ -285,11 +285,8 @@ def has_check(source: str) -> bool:
     for node in ast.walk(tree):
         if isinstance(node, ast.Assert):
             return True
-        if isinstance(node, ast.Call):
-            f = node.func
-            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
-            if name in ("raises", "warns", "prove"):
-                return True
+        if isinstance(node, ast.Call) and _called(node) in ("raises", "warns", "prove"):
+            return True
     return False
 
 
