@@ -51,44 +51,54 @@ SITE   := $(HTML)/index.html
 INPUTS := _config.yml _toc.yml $(wildcard book/*.md fences/*.py fencecheck/*.py \
           fencecheck/upstream/*.py results/*.json _static/*) \
           $(wildcard mutate-results.json) \
-          tools/preexecute.py $(wildcard $(VENV)/lib/python3*/site-packages) \
+          $(wildcard $(VENV)/lib/python3*/site-packages) \
           $(wildcard $(VENV)/lib/python3*/site-packages/torch/version.py)
 
 book: $(SITE)
 
-# The site is exactly the last build: the output is removed first (the pages of a
-# chapter taken out of the book go with it), and a build that fails or is stopped
-# leaves no site at all, so nothing half-built or stale passes for done.
-.DELETE_ON_ERROR:
-
-# tools/preexecute.py runs the uncached chapters in parallel into the cache
-# that jupyter-book reads (keyed on torch, the runtime (fences/) and the installed packages
-# by fencecheck.sphinx itself, so a plain `jupyter-book build .` is honest too); then the
-# build runs and finds them cached. One after the other: no lock, nothing to wait on.
-# -n: nitpicky, -W: every warning is an error, --keep-going: report them all (every
-# failing chapter, with its traceback: _config.yml).
+# Execute once, read many: a chapter runs only when the execution cache lacks its run
+# (fencecheck.executed lists those), and it runs under the test plugin, which stores it
+# there, as `make test` does; the site renders the stored runs. A failing fence stops
+# here, named, and the site is left as it was.
+# The site is built into a private folder ($(PRIVATE), Sphinx's incremental state with
+# it) and published to $(HTML) only when the build succeeds: a failed or stopped build
+# leaves the last good site (and starts the next build afresh: Sphinx would not repeat
+# the warnings of pages it does not read again). A chapter taken out of the book loses
+# its pages (fencecheck.sphinx sweeps them).
+# -n: nitpicky, -W: every warning is an error, --keep-going: report them all.
 # Ctrl-C or SIGTERM (make passes it to this shell) stops the build and everything it
 # started: with job control (set -m) each step runs in a process group of its own,
-# which the trap ends whole (preexecute's pool workers and its resource tracker with it;
-# a kernel, in a session of its own, ends when its parent does).
+# which the trap ends whole (a kernel, in a session of its own, ends when its parent does).
+PRIVATE ?= _build/.site
+BUILT   := $(PRIVATE)/_build/html
 $(SITE): $(STAMP) $(INPUTS)
-	rm -rf $(HTML)
 	set -m; step=; \
 	    stop() { trap - INT TERM; kill -TERM -- $${step:+-$$step} 2>/dev/null; \
-	             wait; rm -rf $(HTML); echo "make book: stopped" >&2; exit 130; }; \
+	             wait; rm -rf $(PRIVATE); echo "make book: stopped" >&2; exit 130; }; \
 	    trap stop INT TERM; \
 	    $(BIN)/python -m fencecheck.preflight . & step=$$!; wait $$step || exit 2; \
-	    $(BIN)/python tools/preexecute.py _build/.jupyter_cache & step=$$!; wait $$step || true; \
-	    $(BIN)/jupyter-book build . -n -W --keep-going & step=$$!; \
+	    mkdir -p $(PRIVATE); \
+	    $(BIN)/python -m fencecheck.executed . > $(PRIVATE)/lacking & step=$$!; wait $$step; \
+	    lacking=$$(cat $(PRIVATE)/lacking); \
+	    if [ -n "$$lacking" ]; then \
+	        workers=; [ $$(echo $$lacking | wc -w) -gt 1 ] && workers='$(WORKERS)'; \
+	        $(BIN)/python -m pytest $$workers -q -p no:cacheprovider $$lacking & step=$$!; \
+	        wait $$step || { echo "make book: a chapter failed (above); the site is as it was" >&2; exit 1; }; \
+	    fi; \
+	    $(BIN)/jupyter-book build . --path-output $(PRIVATE) -n -W --keep-going & step=$$!; \
 	    built=0; wait $$step || built=$$?; \
-	    if [ $$built -ne 0 ]; then rm -rf $(HTML); fi; exit $$built
+	    if [ $$built -ne 0 ]; then rm -rf $(PRIVATE); exit $$built; fi; \
+	    rm -rf $(HTML).new $(HTML).old; cp -a $(BUILT) $(HTML).new; \
+	    if [ -e $(HTML) ]; then mv $(HTML) $(HTML).old; fi; \
+	    mv $(HTML).new $(HTML); rm -rf $(HTML).old
 	@test -f $@ && touch $@
 
 # Every chapter runs in a fresh kernel of its own, here as in CI and the matrix.
-# One worker per core; a chapter's cells stay on one worker (one kernel).
+# One worker per core; a chapter's cells stay on one worker (one kernel). A chapter whose
+# run the execution cache holds is read back, not executed; FRESH=1 executes every one.
 WORKERS ?= -n auto --dist loadscope
 test: $(STAMP)
-	$(BIN)/python -m pytest $(WORKERS) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(WORKERS) $(if $(FRESH),--fences-fresh) $(PYTEST_ARGS)
 
 # uv installs the release environments from one shared cache (tools/venvs.py).
 # The arguments and results/ are checked first: a typo installs nothing.

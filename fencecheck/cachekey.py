@@ -18,9 +18,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
-import os
 import sys
-import sysconfig
 from pathlib import Path
 
 #: This package, the verifier: it never runs in a chapter's kernel.
@@ -69,8 +67,8 @@ def torch_version_file() -> Path:
 
 
 def key() -> str:
-    """torch's version and build, Python's version, a hash of the runtime (``RUNTIME``),
-    of every installed distribution's name and version.
+    """torch's version and build, Python's version, a hash of the runtime (``RUNTIME``)
+    and of the versions of what a chapter's kernel can import (``kernel_packages``).
 
     The release matrix's results (results/*.json) are not part of it: no
     executed page reads them. The Sphinx extension renders them, and reads
@@ -81,22 +79,56 @@ def key() -> str:
     release, the git commit and the CUDA/ROCm version it was built for, is hashed.
     """
     torch_build = torch_version_file().read_bytes()
-    # Every installed distribution and its version (numpy, myst-nb, ...): outputs depend on them too.
-    # Read from the environment's site-packages only: on sys.path, an in-tree *.egg-info
-    # (left by building the wheel) would make the key depend on the working directory.
-    # A distribution's folder there is named by its name and version (numpy-2.3.1.dist-info),
-    # so the names are read, not each one's metadata (ten times faster; on every build).
-    site = sorted({sysconfig.get_paths()[k] for k in ("purelib", "platlib")})
-    dists = sorted(entry.name for folder in site if os.path.isdir(folder)
-                   for entry in os.scandir(folder) if entry.name.endswith((".dist-info", ".egg-info")))
     parts = [
         f"torch={importlib.metadata.version('torch')}",
         f"torch-build={hashlib.sha256(torch_build).hexdigest()[:16]}",
         f"python={sys.version_info.major}.{sys.version_info.minor}",
         f"fences={digest()[:16]}",
-        f"env={hashlib.sha256(chr(10).join(dists).encode()).hexdigest()[:16]}",
+        f"book={hashlib.sha256(chr(10).join(kernel_packages()).encode()).hexdigest()[:16]}",
     ]
     return " ".join(parts)
+
+
+#: The one list of dependencies; its ``book`` extra is what a chapter's kernel imports.
+PYPROJECT = VERIFIER.parent / "pyproject.toml"
+#: Imported by the kernel too, outside the ``book`` extra: ``fences.glue`` publishes
+#: through myst-nb.
+ALSO_IN_KERNEL = ("myst-nb",)
+
+
+def kernel_packages(pyproject: Path = PYPROJECT) -> list[str]:
+    """``name==version`` of every installed distribution a chapter's kernel can import:
+    the ``book`` extra of ``pyproject`` and ``ALSO_IN_KERNEL``, with all they require,
+    resolved in this environment (markers evaluated, extras followed), sorted. A tool no
+    chapter imports (pypdf, playwright, jupyter-book) is not in it. The extra is read
+    from pyproject.toml, not from the installed metadata, which an in-tree
+    ``*.egg-info`` could shadow."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    book = tomllib.loads(Path(pyproject).read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"]["book"]
+    roots = [Requirement(line) for line in book] + [Requirement(n) for n in ALSO_IN_KERNEL]
+    seen: dict[tuple[str, tuple], str] = {}
+    todo = [(r.name, tuple(sorted(r.extras))) for r in roots if r.marker is None or r.marker.evaluate()]
+    while todo:
+        name, extras = todo.pop()
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        here = (canonicalize_name(dist.metadata["Name"]), tuple(extras))
+        if here in seen:
+            continue
+        seen[here] = dist.version
+        envs = [{"extra": e} for e in extras] or [{"extra": ""}]
+        for line in dist.requires or []:
+            req = Requirement(line)
+            if req.marker is None or any(req.marker.evaluate(env) for env in envs):
+                todo.append((req.name, tuple(sorted(req.extras))))
+    return sorted({f"{name}=={version}" for (name, _), version in seen.items()})
 
 
 def cache_path(base: Path) -> Path:
@@ -107,6 +139,40 @@ def cache_path(base: Path) -> Path:
     run under other code, and switching back to a torch reuses its cache.
     """
     return Path(base) / hashlib.sha256(key().encode()).hexdigest()[:16]
+
+
+def cache_base(root: Path) -> Path:
+    """Where a book's execution caches live: ``_build/.jupyter_cache`` of its source folder,
+    whatever folder the site is built into. The test plugin stores each chapter it ran
+    there and the site build reads it (``cache_path`` of it)."""
+    return Path(root) / "_build" / ".jupyter_cache"
+
+
+#: One line per chapter execution, appended by each executor: when, what, where, which key.
+EXECUTIONS = "executions.log"
+
+
+def log_execution(root: Path, chapter: str, executor: str) -> None:
+    """Note that ``executor`` executed ``chapter`` (a path relative to the book's root)."""
+    import time
+
+    path = Path(root) / "_build" / EXECUTIONS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\t{chapter}\t{executor}\t{key()}\n"
+    with open(path, "a", encoding="utf-8") as log:   # one short write: lines do not interleave
+        log.write(line)
+
+
+def executions(root: Path, since: str = "") -> dict[tuple[str, str], int]:
+    """(chapter, key) -> how many times it was executed, from the log, lines at or after
+    ``since`` (an ISO time) only."""
+    counts: dict[tuple[str, str], int] = {}
+    path = Path(root) / "_build" / EXECUTIONS
+    for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
+        when, chapter, _, run_key = (line.split("\t") + ["", "", ""])[:4]
+        if when >= since:
+            counts[chapter, run_key] = counts.get((chapter, run_key), 0) + 1
+    return counts
 
 
 def main(argv: list[str]) -> int:

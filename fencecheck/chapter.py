@@ -135,6 +135,33 @@ def parse_cache_dir() -> Path:
     return Path(base) / "tensor-fences" / "parsed"
 
 
+#: The parse cache outside the clone (fencecheck.chapter.parse_cache_dir) keeps at most this
+#: many chapters, and none older than ``PARSED_DAYS`` days: every edit of a chapter adds one.
+PARSED_KEEP, PARSED_DAYS = 256, 14
+
+
+def prune_parsed(folder: Path, keep: int = PARSED_KEEP, days: float = PARSED_DAYS,
+                 now: float | None = None) -> int:
+    """Remove the parsed chapters written more than ``days`` ago, then the oldest beyond
+    ``keep``, and half-written files left by a killed process; the number removed. A removed
+    entry is only parsed again (0.1 s) when it is read."""
+    import time
+
+    now = time.time() if now is None else now
+    try:
+        entries = sorted(((p.stat().st_mtime, p) for p in Path(folder).iterdir()
+                          if p.is_file() and p.suffix in (".ipynb", ".tmp")), reverse=True)
+    except OSError:
+        return 0
+    removed = 0
+    for n, (mtime, path) in enumerate(entries):
+        stray = path.suffix == ".tmp" and now - mtime > 3600
+        if stray or now - mtime > days * 86400 or n >= keep:
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
 def parse(text: str, path: Path):
     """The chapter ``path`` (its text ``text``) as a notebook, read as the build reads it:
     myst-nb's reader with the build's MyST extensions (``fencecheck.upstream.myst_nb``).

@@ -9,12 +9,19 @@
   reported as skipped, with its reason.
 - A chapter without its jupytext header, a forbidden tag, or a ``_toc.yml``
   entry that does not exist is an error naming the file.
-- Each chapter's kernel first runs ``NETWORK_GUARD`` (in the snapshot cell): a fence
+- Each chapter's kernel first runs ``fencecheck.executed.NETWORK_GUARD`` (in the snapshot cell): a fence
   that opens an Internet connection or resolves a host name fails with a RuntimeError
   naming the guard (pytest-socket cannot do this: the fences run in the kernel, another
   process).
 - A run that leaves a new file in the checkout (one git does not ignore, or outside git
   any file) fails, naming it (``Leftovers``).
+- Execute once, read many: a chapter that ran to the end is stored, outputs
+  and what it recorded, in the execution cache the site build reads
+  (``fencecheck.cachekey``: keyed on torch, Python, what a chapter can import
+  and the runtime; within it, on the chapter's code). The next run finds it
+  there and reads each cell's outcome from it instead of executing;
+  ``--fences-fresh`` (``make test FRESH=1``) executes anyway. Each execution
+  is logged (``cachekey.log_execution``).
 - ``--fences-results PATH`` writes the run's record (``fencecheck.record``):
   its provenance, one entry per fence keyed by fence id in
   table-of-contents order, and, apart, every other item that failed.
@@ -28,6 +35,7 @@ import json
 import os
 import re
 import sys
+import time
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,60 +45,13 @@ from nbformat.v4 import new_code_cell
 
 from fences import RECORD_ENV, SKIP_MARKER, parse_observed, parse_raised
 
+from . import cachekey
 from . import chapter as chapters
+from .executed import CHECK, SNAPSHOT, WARM_UP, WARM_UP_TIMEOUT, Stored
 from . import lint
 from . import record as records
 from .upstream.nbval import DEFAULT_CELL_TIMEOUT, IPyNbCell, IPyNbFile
 
-# The first cell of every chapter: a clean namespace (the kernel may have run
-# another chapter before), freshly seeded random generators, then a snapshot
-# of the global settings (fences.state).
-#: The network guard, the first thing each chapter's kernel runs: a fence cannot reach
-#: outside. pytest-socket (or any guard in this process) cannot do it: it patches the
-#: ``socket`` module of the pytest process, and the fences run in another process, the
-#: chapter's ipykernel, which this cell patches instead. Internet sockets (AF_INET,
-#: AF_INET6) refuse to connect or send and a host name is not resolved, with a
-#: RuntimeError (not an OSError, which code under test may catch as "offline"); Unix
-#: sockets and pipes (multiprocessing, a DataLoader's workers) and the kernel's own ZeroMQ
-#: channels (not Python sockets) are untouched. Not a sandbox: code that undoes the patch
-#: gets through; a fence does not.
-NETWORK_GUARD = r"""
-def _fences_guard_network():
-    import socket
-
-    why = ("the network is refused while the book's fences run (fencecheck.pytest_plugin"
-           ".NETWORK_GUARD): a fence must not reach outside; compute the value or record it")
-
-    def refuse(*args, **kwargs):
-        raise RuntimeError(why)
-
-    def guarded(name):
-        original = getattr(socket.socket, name)
-
-        def call(self, *args, **kwargs):
-            if self.family in (socket.AF_INET, socket.AF_INET6):
-                raise RuntimeError(f"socket.{name}: {why}")
-            return original(self, *args, **kwargs)
-        return call
-
-    for name in ("connect", "connect_ex", "sendto", "sendmsg"):
-        if hasattr(socket.socket, name):
-            setattr(socket.socket, name, guarded(name))
-    socket.getaddrinfo = socket.gethostbyname = socket.gethostbyname_ex = refuse
-    socket.create_connection = refuse
-
-
-_fences_guard_network()
-del _fences_guard_network
-""".strip()
-SNAPSHOT = (
-    'get_ipython().run_line_magic("reset", "-f")\n'
-    + NETWORK_GUARD + "\n"
-    "import fences.state\n"
-    "fences.state.close_figures()\n"
-    "fences.state.snapshot()"
-)
-CHECK = "fences.state.check()"
 
 
 def pytest_addoption(parser):
@@ -107,9 +68,9 @@ def pytest_addoption(parser):
         help="the release name the results file gives (default: torch.__version__)",
     )
     group.addoption(
-        "--fences-fresh-kernel",
+        "--fences-fresh",
         action="store_true",
-        help="accepted for old command lines: every chapter always runs in a fresh kernel",
+        help="execute every chapter, even one whose run the execution cache holds",
     )
     parser.addini("fences_book", "folder of MyST chapters to collect", default="book")
 
@@ -187,9 +148,6 @@ class StrayNotebook(pytest.File):
             "or delete it.")
 
 
-#: Run in each fresh kernel before the chapter's first cell, allowed ``WARM_UP_TIMEOUT`` s.
-WARM_UP = "import fences.state"
-WARM_UP_TIMEOUT = 600
 
 
 class KernelDied(RuntimeError):
@@ -236,35 +194,53 @@ def _exit_status(kernel) -> str:
 
 class Chapter(IPyNbFile):
     """One MyST chapter, read as the build reads it (``fencecheck.chapter.parse``) and run in a
-    fresh kernel of its own.
+    fresh kernel of its own, or read back from the execution cache (``Stored``).
 
-    Always a fresh kernel: a shared one, even with its namespace reset,
-    carries a patched module, an entered torch function mode, an autocast
-    state, NumPy's error settings or a thread into the next chapter. The
-    global-state guard still reports what a chapter leaves changed. A
-    kernel that dies fails the cell that was running, at once, naming it.
+    The global-state guard reports what a chapter leaves changed: a reader runs the
+    next cells in the same kernel. A kernel that dies fails the cell that was running,
+    at once, naming it.
     """
 
     unclean = False  # set when torch's global state cannot be trusted after this chapter
     cell_failed = ""  # the first of its cells that failed
     outputs = None   # a lesson's: the numbers each code cell showed (ProseNumbers)
     died = ""        # the item whose cell the kernel died in
+    stored = None    # the run read back from the execution cache (Stored), or None
+    kernel = None
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # Outputs are never compared: a fence proves its claim with assert. (Set here,
         # not with --nbval-lax, which would also turn on nbval's own .ipynb collector.)
         self.compare_outputs = False
+        self.ran: dict[int, list] = {}   # cell number -> the outputs it gave, this run
 
     def setup(self):
+        root = Path(self.config.rootpath)
+        self.cache = cachekey.cache_path(cachekey.cache_base(root))
+        if not self.config.getoption("--fences-fresh"):
+            self.stored = Stored.find(self.cache, self.nb)
+        if self.stored is not None:
+            return   # nothing to execute: every cell's outcome is read from the stored run
+        self.started = time.monotonic()
         super().setup()
         watch_for_death(self.kernel)
+        cachekey.log_execution(root, self.path.relative_to(root).as_posix(), "pytest")
         # A fresh kernel imports torch (through fences.state) before the first cell, with
         # the start-up allowance, not the cell timeout: a cold import on a loaded machine
         # takes tens of seconds, which no cell of the chapter should be charged with.
         msg_id = self.kernel.execute_cell_input(WARM_UP, allow_stdin=False)
         self.kernel.await_reply(msg_id, timeout=WARM_UP_TIMEOUT)
         self.kernel.await_idle(msg_id, WARM_UP_TIMEOUT)
+
+    def store(self) -> None:
+        """Store the run in the execution cache, when every code cell ran and none failed:
+        the site build renders it and the next run reads it back (``Stored``)."""
+        code = [c for c in self.nb.cells if c.cell_type == "code"]
+        if self.cell_failed or self.unclean or self.died or sorted(self.ran) != list(range(len(code))):
+            return
+        Stored.save(self.cache, self.nb, self.ran, str(self.path),
+                    time.monotonic() - self.started)
 
     def collect(self):
         try:
@@ -318,6 +294,35 @@ class Cell(IPyNbCell):
             self.user_properties.append(("fence_id", self.ident))
             self.user_properties.append(("proves", records.claim(self.cell.source)))
             self.user_properties.append(("code", records.code_hash(self.cell.source)))
+        stored = self.parent.stored
+        if stored is not None:
+            self.test_outputs, recorded = stored.cell(self.cell_num) if not self.guard else ([], "")
+        else:
+            self.execute()
+            recorded = ""
+            if not self.guard:
+                self.parent.ran[self.cell_num] = list(self.test_outputs or [])
+            elif self.cell_num >= 0:    # the state check after the last cell passed
+                self.parent.store()
+        if not self.guard and self.parent.outputs is not None:
+            self.parent.outputs[self.cell_num] = lint.numbers_in(_shown(self.test_outputs))
+        text = "".join(
+            out.get("text", "") for out in self.test_outputs or []
+            if out.get("output_type") == "stream"
+        ) + recorded
+        observed, labels = parse_observed(text)
+        if observed:
+            self.user_properties.append(("observed", observed))
+        if labels:
+            self.user_properties.append(("labels", labels))
+        raised = parse_raised(text)
+        if raised:
+            self.user_properties.append(("raised", raised))
+        if SKIP_MARKER in text:
+            pytest.skip(text.split(SKIP_MARKER, 1)[1].strip().splitlines()[0])
+
+    def execute(self):
+        """Run the cell in the chapter's kernel (nbval), noting where a failure happened."""
         if self.parent.died:
             raise KernelDied(f"not run: the kernel died in {self.parent.died}")
         try:
@@ -334,22 +339,6 @@ class Cell(IPyNbCell):
             raise
         if not self.guard:
             self._note_state()
-            if self.parent.outputs is not None:
-                self.parent.outputs[self.cell_num] = lint.numbers_in(_shown(self.test_outputs))
-        text = "".join(
-            out.get("text", "") for out in self.test_outputs or []
-            if out.get("output_type") == "stream"
-        )
-        observed, labels = parse_observed(text)
-        if observed:
-            self.user_properties.append(("observed", observed))
-        if labels:
-            self.user_properties.append(("labels", labels))
-        raised = parse_raised(text)
-        if raised:
-            self.user_properties.append(("raised", raised))
-        if SKIP_MARKER in text:
-            pytest.skip(text.split(SKIP_MARKER, 1)[1].strip().splitlines()[0])
 
     def _note_state(self):
         """Tell the kernel's state guard this cell ran (``fences.state.note``), so a setting

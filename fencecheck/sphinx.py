@@ -340,9 +340,10 @@ def _ship_wheel(app, exception) -> None:
 def run_problems(nb) -> list[str]:
     """Why an executed notebook is not a clean top-to-bottom run (empty when it is).
 
-    The build's own run is the proof that a chapter runs as a plain notebook
-    (a fresh kernel, no test harness): every code cell executed once, in order
-    (execution counts 1..N), no error output. No third execution needed.
+    The run the build renders (the test plugin's, from the execution cache) executed
+    every code cell once, in order (execution counts 1..N), with no error output.
+    That the downloaded notebook runs as a plain notebook, in a fresh environment, is
+    checked by executing it (tools/check_notebooks.py).
     """
     import nbformat
 
@@ -528,7 +529,7 @@ def _key_the_cache(app, config) -> None:
     """Point myst-nb's execution cache at a folder named by ``fencecheck.cachekey.key()``."""
     from . import cachekey
 
-    base = config.nb_execution_cache_path or str(Path(app.outdir).parent / ".jupyter_cache")
+    base = config.nb_execution_cache_path or str(cachekey.cache_base(Path(app.srcdir)))
     config.nb_execution_cache_path = str(cachekey.cache_path(Path(base)))
 
 
@@ -688,6 +689,24 @@ def _add_badges(app, doctree, docname) -> None:
     title.parent.insert(title.parent.index(title) + 1, para)
 
 
+def _sweep(app, exception) -> None:
+    """After a build: remove the pages (and their sources and notebooks) of documents no
+    longer in the book. An incremental build writes only the pages it has; a chapter taken
+    out of the book would keep its old page, passing for one that is built."""
+    if exception is not None or app.builder.format != "html":
+        return
+    out = Path(app.outdir)
+    keep = set(app.env.found_docs) | {"genindex", "search", "index", "py-modindex"}
+    for page in out.rglob("*.html"):
+        rel = page.relative_to(out)
+        if rel.parts[0].startswith("_") or rel.with_suffix("").as_posix() in keep:
+            continue
+        doc = rel.with_suffix("").as_posix()
+        for stale in [page, *(out / "_sources").glob(f"{doc}.*"),
+                      *(out.parent / "jupyter_execute").glob(f"{doc}.*")]:
+            stale.unlink(missing_ok=True)
+
+
 def setup(app):
     app.add_config_value("fences_results", "results", "env")
     app.add_config_value("fences_verified_page", "book/verified", "env")
@@ -705,6 +724,7 @@ def setup(app):
     app.connect("env-get-outdated", _numbers_outdated)
     app.connect("doctree-resolved", _executed_with)
     app.connect("build-finished", _ship_wheel)
+    app.connect("build-finished", _sweep)
     app.connect("builder-inited", _check_book)
     app.connect("html-page-context", _dedupe_scripts)
     app.connect("source-read", _check_source)

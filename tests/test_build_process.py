@@ -1,9 +1,9 @@
-"""`make book`'s processes and what they leave: tools/preexecute.py and the Makefile.
+"""`make book`'s processes and what they leave: the Makefile's recipe.
 
 What is checked: the parse cache outside the clone is pruned; the site is
-exactly the last build (a failed build leaves none that looks built, and a
-chapter taken out of the book loses its page); Ctrl-C or SIGTERM stops the
-build and every process it started.
+published only from a build that succeeded (a failed build leaves the last good
+site, never a mix); the chapters the cache lacks run before the build reads it;
+Ctrl-C or SIGTERM stops the build and every process it started.
 """
 from __future__ import annotations
 
@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
+from fencecheck.chapter import prune_parsed
 
-import preexecute  # noqa: E402 - tools/ is not a package
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_parse_cache_outside_the_clone_is_pruned(tmp_path):
@@ -34,40 +33,48 @@ def test_the_parse_cache_outside_the_clone_is_pruned(tmp_path):
     stray = tmp_path / "x.123.tmp"      # left by a killed writer
     stray.write_text("{")
     os.utime(stray, (now - 7200, now - 7200))
-    removed = preexecute.prune_parsed(tmp_path, keep=4, days=14, now=now)
+    removed = prune_parsed(tmp_path, keep=4, days=14, now=now)
     left = sorted(p.name for p in tmp_path.iterdir())
     assert left == ["new.ipynb", "recent0.ipynb", "recent1.ipynb", "recent2.ipynb"], left
     assert removed == 5   # recent3, recent4, the stray file, week (past keep), old (past 14 days)
-    assert preexecute.prune_parsed(tmp_path / "absent") == 0
+    assert prune_parsed(tmp_path / "absent") == 0
 
 
-# --- make book's recipe, with stand-ins for preexecute and jupyter-book ------------------
+# --- make book's recipe, with stand-ins for python and jupyter-book -----------------------
 #
 # The stand-ins are shell scripts in a BIN of their own; the venv's stamp and the inputs are
-# out of the way (STAMP= INPUTS=) and the site goes to a temporary HTML folder, so the
-# recipe itself runs, quickly, and nothing of the real book is built.
+# out of the way (STAMP= INPUTS=) and the site goes to temporary folders, so the recipe
+# itself runs, quickly, and nothing of the real book is built.
 
 FAKE_PYTHON = """#!/bin/bash
-# tools/preexecute.py: with HANG=p, a pool worker of its own, waited for (as the real one does)
-if [ "${HANG:-}" = p ]; then
-    sleep 1000 &
-    printf p >&"$READY_FD"
-    wait
+# -m fencecheck.executed: the chapters the cache lacks ($LACKING)
+if [ "$2" = fencecheck.executed ]; then echo "${LACKING:-}"; exit 0; fi
+if [ "$2" = pytest ]; then
+    # with HANG=p, a kernel of its own, waited for (as the real run does)
+    if [ "${HANG:-}" = p ]; then
+        sleep 1000 &
+        printf p >&"$READY_FD"
+        wait
+    fi
+    # with $DONE: take a moment, then leave a mark that the cache is full
+    if [ -n "${DONE:-}" ]; then sleep 1; touch "$DONE"; fi
+    exit "${TEST_RC:-0}"
 fi
-# with $DONE: take a moment, then leave a mark that the cache is full
-if [ -n "${DONE:-}" ]; then sleep 1; touch "$DONE"; fi
+exit 0   # the preflight
 """
 FAKE_JUPYTER_BOOK = """#!/bin/bash
-# jupyter-book build: write the pages named in $PAGES, then exit $RC; or, with HANG=j,
-# start a process of its own (a kernel) and wait for it
+# jupyter-book build . --path-output OUT: write the pages named in $PAGES (saying $TEXT)
+# into OUT/_build/html, then exit $RC; or, with HANG=j, start a process of its own (a
+# kernel) and wait for it
 if [ "${HANG:-}" = j ]; then
     sleep 1000 &
     printf j >&"$READY_FD"
     wait
 fi
-if [ -n "${DONE:-}" ] && [ ! -e "$DONE" ]; then echo "built before preexecute ended" >&2; exit 9; fi
-mkdir -p "$SITE_DIR"
-for page in $PAGES; do echo "built" > "$SITE_DIR/$page"; done
+if [ -n "${DONE:-}" ] && [ ! -e "$DONE" ]; then echo "built before the chapters ran" >&2; exit 9; fi
+while [ $# -gt 0 ]; do [ "$1" = --path-output ] && out=$2; shift; done
+mkdir -p "$out/_build/html"
+for page in $PAGES; do echo "${TEXT:-built}" > "$out/_build/html/$page"; done
 exit "${RC:-0}"
 """
 
@@ -87,8 +94,8 @@ def make_book(tmp_path, env: dict, **kwargs):
 
     html = tmp_path / "html"
     args = ["make", "-B", "-C", str(ROOT), "book", "STAMP=", "INPUTS=", f"BIN={fake_bin(tmp_path)}",
-            f"HTML={html}"]
-    full = {**os.environ, "SITE_DIR": str(html), "READY_FD": "2", **env}
+            f"HTML={html}", f"PRIVATE={tmp_path / 'private'}"]
+    full = {**os.environ, "READY_FD": "2", **env}
     return subprocess.Popen(args, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, preexec_fn=_as_in_a_terminal, **kwargs), html
 
@@ -102,27 +109,32 @@ def _as_in_a_terminal() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_the_site_is_exactly_the_last_build(tmp_path):
+def test_the_site_is_published_only_from_a_build_that_succeeded(tmp_path):
     html = tmp_path / "html"
-    html.mkdir()
-    (html / "removed-chapter.html").write_text("Every fence on this page passed")
-    proc, _ = make_book(tmp_path, {"PAGES": "index.html views.html", "RC": "0"})
+    proc, _ = make_book(tmp_path, {"PAGES": "index.html views.html", "TEXT": "one"})
     assert proc.wait(timeout=120) == 0, proc.stderr.read()
     assert sorted(p.name for p in html.iterdir()) == ["index.html", "views.html"]
-    # a failed build leaves no site that looks built: neither its pages nor the last ones
-    proc, _ = make_book(tmp_path, {"PAGES": "index.html views.html", "RC": "1"})
-    assert proc.wait(timeout=120) != 0
-    assert not html.exists()
+    # a failed build, or a chapter that fails its fences, leaves the last good site whole
+    for env in ({"RC": "1"}, {"TEST_RC": "1", "LACKING": "book/views.md"}):
+        proc, _ = make_book(tmp_path, {"PAGES": "index.html views.html", "TEXT": "two", **env})
+        assert proc.wait(timeout=120) != 0
+        assert {p.name: p.read_text() for p in html.iterdir()} == {
+            "index.html": "one\n", "views.html": "one\n"}, env
+        assert not (tmp_path / "private" / "_build").exists()   # the next build starts afresh
+    proc, _ = make_book(tmp_path, {"PAGES": "index.html", "TEXT": "three"})
+    assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    assert (html / "index.html").read_text() == "three\n"
 
 
-def test_the_build_starts_after_preexecute_has_ended(tmp_path):
-    """The build reads the cache only once preexecute has filled it: one after the other."""
-    proc, html = make_book(tmp_path, {"PAGES": "index.html", "RC": "0", "DONE": str(tmp_path / "done")})
+def test_the_build_starts_after_the_lacking_chapters_ran(tmp_path):
+    """The build reads the cache only once the chapters it lacked have run: one after the other."""
+    proc, html = make_book(tmp_path, {"PAGES": "index.html", "LACKING": "book/a.md",
+                                      "DONE": str(tmp_path / "done")})
     assert proc.wait(timeout=120) == 0, proc.stderr.read()
     assert (html / "index.html").exists()
 
 
-@pytest.mark.parametrize("step", ["p", "j"], ids=["during preexecute", "during the build"])
+@pytest.mark.parametrize("step", ["p", "j"], ids=["while a chapter runs", "during the build"])
 @pytest.mark.parametrize("how", ["SIGTERM to make", "Ctrl-C"])
 def test_stopping_make_book_stops_every_process_it_started(tmp_path, how, step):
     """Every process the build starts inherits the write end of a pipe; reading its read
@@ -132,10 +144,10 @@ def test_stopping_make_book_stops_every_process_it_started(tmp_path, how, step):
 
     ready_r, ready_w = os.pipe()
     alive_r, alive_w = os.pipe()
-    proc, html = make_book(tmp_path, {"HANG": step, "READY_FD": str(ready_w)},
+    proc, html = make_book(tmp_path, {"HANG": step, "READY_FD": str(ready_w), "LACKING": "book/a.md"},
                            pass_fds=(ready_w, alive_w), start_new_session=True)
     os.close(ready_w), os.close(alive_w)
-    # the step's own child is running (preexecute's worker, or jupyter-book's kernel)
+    # the step's own child is running (the chapter's kernel, or jupyter-book's)
     assert select.select([ready_r], [], [], 120)[0], "the stand-in did not start"
     assert os.read(ready_r, 1) == step.encode()
     if how == "Ctrl-C":       # the terminal signals the foreground process group

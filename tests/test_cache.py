@@ -1,9 +1,10 @@
-"""The build's execution cache re-executes a chapter when, and only when, it must.
+"""The execution cache: a chapter executes once and is read many times, and executes
+again when, and only when, it must.
 
-Three triggers (issue: fast verification): the chapter's source, the torch
-version or build, and the code in fences/. jupyter-cache covers the first
-(its key hashes the code cells); fencecheck.cachekey covers the other two:
-fencecheck.sphinx gives each key its own cache folder.
+The triggers: the chapter's code, the torch version or build, what a chapter can import,
+and the code in fences/. jupyter-cache covers the first (its key hashes the code cells);
+fencecheck.cachekey covers the others: each key has its own cache folder, which the
+test plugin stores each run in (fencecheck.executed) and the site build reads.
 """
 from __future__ import annotations
 
@@ -18,10 +19,10 @@ import pytest
 from fencecheck import cachekey
 from fencecheck.upstream.jupyter_cache import get_cache, store
 
+from fencecheck import executed
+from fencecheck.chapter import HEADER, parse
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import preexecute  # noqa: E402
-from fencecheck.chapter import HEADER  # noqa: E402
 
 CHAPTER = HEADER + """
 # A chapter
@@ -36,7 +37,7 @@ def cache_with(tmp_path: Path, text: str):
     """A jupyter-cache holding ``text`` as if executed, as the build would read it."""
     chapter = tmp_path / "chapter.md"
     chapter.write_text(text)
-    nb = preexecute.read(chapter)
+    nb = parse(chapter.read_text(), chapter)
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.execution_count, cell.outputs = 1, []
@@ -47,14 +48,14 @@ def cache_with(tmp_path: Path, text: str):
 
 def test_an_unchanged_chapter_is_served_from_the_cache(tmp_path):
     cache, chapter = cache_with(tmp_path, CHAPTER)
-    assert cache.match_cache_notebook(preexecute.read(chapter)) is not None
+    assert cache.match_cache_notebook(parse(chapter.read_text(), chapter)) is not None
 
 
 def test_a_changed_chapter_is_executed_again(tmp_path):
     cache, chapter = cache_with(tmp_path, CHAPTER)
     chapter.write_text(CHAPTER.replace("x = 1", "x = 2"))
     with pytest.raises(KeyError):
-        cache.match_cache_notebook(preexecute.read(chapter))
+        cache.match_cache_notebook(parse(chapter.read_text(), chapter))
 
 
 def test_another_torch_release_changes_the_key(monkeypatch):
@@ -101,7 +102,7 @@ def test_the_sphinx_extension_keys_the_cache_myst_nb_reads(tmp_path):
 
 def test_the_key_does_not_depend_on_the_working_directory(tmp_path, monkeypatch):
     """An *.egg-info on sys.path (building the wheel leaves one in the tree) changes nothing:
-    the build and tools/preexecute.py run with different sys.path and must agree."""
+    the build and the test plugin run with different sys.path and must agree."""
     before = cachekey.key()
     info = tmp_path / "stray.egg-info"
     info.mkdir()
@@ -110,87 +111,100 @@ def test_the_key_does_not_depend_on_the_working_directory(tmp_path, monkeypatch)
     assert cachekey.key() == before
 
 
-def book_of(tmp_path, monkeypatch, old: str, new: str) -> Path:
-    """A two-chapter book in ``tmp_path`` for preexecute (``new.md`` the newer); its cache."""
-    import os
+SHOWN = HEADER + """
+# A chapter
 
-    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: old\nchapters:\n  - file: new\n")
-    (tmp_path / "old.md").write_text(CHAPTER.replace("x = 1", old))
-    (tmp_path / "new.md").write_text(CHAPTER.replace("x = 1", new))
-    os.utime(tmp_path / "old.md", (1, 1))
-    monkeypatch.setattr(preexecute, "ROOT", tmp_path)
-    return cachekey.cache_path(tmp_path / ".jupyter_cache")
+```{code-cell} ipython3
+:tags: [fence]
+:fence-id: a-shown
+import fences
 
-
-def outputs(cache, chapter: Path) -> list[str] | None:
-    """What the cached run of ``chapter`` showed, or None when it is not cached."""
-    try:
-        nb = cache.merge_match_into_notebook(preexecute.read(chapter))[1]
-    except KeyError:
-        return None
-    return [out["data"]["text/plain"] for cell in nb.cells if cell.cell_type == "code"
-            for out in cell.outputs if "data" in out]
+print("a reader sees this")
+six = fences.observe("six", 2 * 3)
+# Proves: two threes are six.
+assert six == 6
+```
+"""
 
 
-def test_preexecute_runs_the_newest_chapter_in_the_kernel_it_started_early(tmp_path, monkeypatch):
-    """After an edit, the edited chapter (the newest) is found first and its kernel starts
-    while the other chapters are checked; the chapter runs in that kernel, in its own
-    folder, and is cached; that kernel is stopped at the end."""
-    folder = book_of(tmp_path, monkeypatch, old="6 * 7", new='import os\nf"{os.getpid()} {os.getcwd()}"')
-    assert preexecute.newest_first([tmp_path / "old.md", tmp_path / "new.md"])[0].name == "new.md"
-    started, stopped = [], []
-    real_start, real_stop = preexecute.start_kernel, preexecute.stop_kernel
-
-    def start(path, nb, kernels):
-        km = real_start(path, nb, kernels)
-        started.append((path.name, km.provisioner.pid))   # the kernel's process
-        return km
-
-    def stop(km):
-        stopped.append(km.has_kernel)
-        real_stop(km)
-        assert not km.has_kernel
-
-    monkeypatch.setattr(preexecute, "start_kernel", start)
-    monkeypatch.setattr(preexecute, "stop_kernel", stop)
-    assert preexecute.main([str(tmp_path / ".jupyter_cache")]) == 0
-    assert [name for name, _ in started] == ["new.md"]   # one early kernel, for the newest
-    assert stopped == [True]                      # still running after its chapter: stopped
-    cache = get_cache(folder)
-    assert outputs(cache, tmp_path / "old.md") == ["42"]       # run in a worker, cached
-    assert outputs(cache, tmp_path / "new.md") == [repr(f"{started[0][1]} {tmp_path}")]
+@pytest.fixture
+def book(pytester):
+    pytester.makeconftest('pytest_plugins = ["fencecheck.pytest_plugin"]\n')
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\naddopts = "-p no:xdist '
+                               '-p no:cacheprovider --nbval-current-env"\n')
+    pytester.mkdir("book")
+    pytester.makefile(".yml", _toc="format: jb-book\nroot: book/a\n")
+    return pytester
 
 
-def test_a_chapter_whose_kernel_dies_costs_only_that_chapter(tmp_path, monkeypatch):
-    """A kernel that dies (a crash, the out-of-memory killer) fails its own chapter: the
-    others are still cached, so the build executes that one chapter only."""
-    folder = book_of(tmp_path, monkeypatch, old="6 * 7", new="import os\nos._exit(1)")
-    assert preexecute.main([str(tmp_path / ".jupyter_cache")]) == 0
-    cache = get_cache(folder)
-    assert outputs(cache, tmp_path / "new.md") is None
-    assert outputs(cache, tmp_path / "old.md") == ["42"]
+def runs(root: Path) -> int:
+    return sum(cachekey.executions(root).values())
 
 
-def test_without_an_early_kernel_each_chapter_starts_its_own(tmp_path, monkeypatch):
-    folder = book_of(tmp_path, monkeypatch, old="6 * 7", new="7 * 6")
-    monkeypatch.setattr(preexecute, "start_kernel", lambda path, nb, kernels: None)
-    assert preexecute.main([str(tmp_path / ".jupyter_cache")]) == 0
-    cache = get_cache(folder)
-    assert outputs(cache, tmp_path / "old.md") == outputs(cache, tmp_path / "new.md") == ["42"]
+def test_a_chapter_runs_once_and_is_then_read_back(book):
+    """The first run executes and stores the chapter; the second reads every cell's outcome
+    (and what it recorded) from the store, executing nothing; --fences-fresh executes."""
+    chapter = book.path / "book" / "a.md"
+    chapter.write_text(SHOWN)
+    first = book.runpytest_subprocess("book", "--fences-results", "one.json")
+    assert first.ret == 0 and runs(book.path) == 1
+    assert executed.missing(book.path) == []
+    stored, _ = executed.Stored.find(cachekey.cache_path(cachekey.cache_base(book.path)),
+                                     parse(SHOWN, chapter)).cell(0)
+    assert [o.get("text") for o in stored] == ["a reader sees this\n"]   # the record's lines taken out
+    second = book.runpytest_subprocess("book", "--fences-results", "two.json")
+    assert second.ret == 0 and runs(book.path) == 1                       # nothing executed
+    import json
+
+    one, two = (json.loads((book.path / f).read_text())["fences"] for f in ("one.json", "two.json"))
+    assert one == two and one[0]["observed"] == {"six": "6"}
+    assert book.runpytest_subprocess("book", "--fences-fresh").ret == 0 and runs(book.path) == 2
 
 
-def test_another_version_of_any_package_changes_the_key(tmp_path, monkeypatch):
-    """The key names every distribution installed beside torch, with its version."""
-    import sysconfig
+def test_a_run_with_a_failing_cell_is_not_stored(book):
+    chapter = book.path / "book" / "a.md"
+    chapter.write_text(SHOWN.replace("assert six == 6", "assert six == 7"))
+    assert book.runpytest_subprocess("book").ret != 0
+    assert executed.missing(book.path) == [chapter]
+    assert book.runpytest_subprocess("book").ret != 0 and runs(book.path) == 2   # run again
 
-    site = tmp_path / "site-packages"
-    (site / "x-1.0.dist-info").mkdir(parents=True)
-    real = sysconfig.get_paths
-    monkeypatch.setattr(sysconfig, "get_paths", lambda *a, **k: {**real(*a, **k), "purelib": str(site)})
+
+def test_a_notebook_another_executor_cached_is_not_read_back(tmp_path):
+    """myst-nb caches the chapters it executes on a miss, without what the harness records:
+    the test plugin executes those again."""
+    cache, chapter = cache_with(tmp_path, CHAPTER)
+    assert executed.Stored.find(tmp_path / ".jupyter_cache", parse(CHAPTER, chapter)) is None
+
+
+def test_the_record_lines_leave_the_page_and_streams_are_joined():
+    from nbformat.v4 import new_output
+
+    shown, recorded = executed.Stored.split([
+        new_output("stream", name="stdout", text="a\n[observed] x = 1\n"),
+        new_output("stream", name="stdout", text="b\n"),
+        new_output("stream", name="stdout", text='[raised] {"class": "E"}\n'),
+        new_output("execute_result", data={"text/plain": "3"}, execution_count=7)])
+    assert [o.get("text") for o in shown] == ["a\nb\n", None]
+    assert recorded == '[observed] x = 1\n[raised] {"class": "E"}\n'
+
+
+def test_a_tool_no_chapter_imports_is_not_in_the_key():
+    names = {p.split("==")[0] for p in cachekey.kernel_packages()}
+    assert {"numpy", "ipykernel", "ml-dtypes", "myst-nb"} <= names
+    for tool in ("pypdf", "playwright", "jupyter-book", "pytest", "ruff"):
+        assert tool not in names
+
+
+def test_another_version_of_a_package_a_chapter_imports_changes_the_key(monkeypatch):
     before = cachekey.key()
-    (site / "x-1.0.dist-info").rename(site / "x-1.1.dist-info")
-    assert cachekey.key() != before
-    (site / "x-1.1.dist-info").rename(site / "y-1.1.dist-info")
+    real = importlib.metadata.distribution
+
+    class Other:
+        def __init__(self, dist):
+            self.metadata, self.requires, self.version = dist.metadata, dist.requires, "0.0.1"
+
+    monkeypatch.setattr(importlib.metadata, "distribution",
+                        lambda name: Other(real(name)) if name == "ml_dtypes" else real(name))
     assert cachekey.key() != before
 
 

@@ -6,7 +6,10 @@
   ``jcache project execute -e local-parallel``: 17.0 s against 22.7 s, see
   benchmarks/README.md).
 - ``store``: ``CacheBundleIn`` + ``cache_notebook_bundle``, the write the
-  executors make after a run.
+  executors make after a run; the test plugin stores each chapter it ran
+  this way, with what it recorded in the bundle's ``data``.
+- ``stored``: ``match_cache_notebook`` + ``get_cache_bundle``: a chapter's
+  executed notebook and its ``data``, or None.
 - ``merge_outputs``: ``merge_match_into_notebook`` (public), used to put
   outputs back into myst-nb's output-less download (see ``.myst_nb``).
 """
@@ -18,7 +21,7 @@ from jupyter_cache import get_cache
 from jupyter_cache.base import CacheBundleIn
 from jupyter_cache.executors.utils import single_nb_execution
 
-__all__ = ["get_cache", "execute", "store", "check"]
+__all__ = ["get_cache", "execute", "store", "stored", "check"]
 
 
 def execute(nb, cwd: str, timeout: float, km=None):
@@ -39,9 +42,21 @@ def execute(nb, cwd: str, timeout: float, km=None):
     return result.err is None, result.time
 
 
-def store(cache, nb, uri: str, seconds: float) -> None:
-    cache.cache_notebook_bundle(CacheBundleIn(nb, uri, data={"execution_seconds": seconds}),
-                                check_validity=False, overwrite=True)
+def store(cache, nb, uri: str, seconds: float, data: dict | None = None) -> None:
+    """Cache ``nb`` (executed) under the hash of its code cells, replacing an older run."""
+    cache.cache_notebook_bundle(
+        CacheBundleIn(nb, uri, data={"execution_seconds": seconds, **(data or {})}),
+        check_validity=False, overwrite=True)
+
+
+def stored(cache, nb):
+    """(the executed notebook the cache holds for ``nb``'s code, its record's ``data``),
+    or None when it holds none. Its cells are the code cells only, in order."""
+    try:
+        record = cache.match_cache_notebook(nb)
+    except KeyError:
+        return None
+    return cache.get_cache_bundle(record.pk).nb, dict(record.data or {})
 
 
 def check() -> None:
@@ -60,5 +75,6 @@ def check() -> None:
     assert {"nb", "uri", "data"} <= set(fields), f"jupyter-cache: CacheBundleIn takes {fields}"
     from jupyter_cache.base import JupyterCacheAbstract
 
-    for name in ("cache_notebook_bundle", "match_cache_notebook", "merge_match_into_notebook"):
+    for name in ("cache_notebook_bundle", "match_cache_notebook", "merge_match_into_notebook",
+                 "get_cache_bundle"):
         assert hasattr(JupyterCacheAbstract, name), f"jupyter-cache: no {name}"
