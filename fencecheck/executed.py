@@ -77,7 +77,8 @@ WARM_UP_TIMEOUT = 600
 
 #: The harness's kernel-side code: a stored run is read back only when it is the same
 #: (the runtime it loads, ``fences/``, is part of the cache key).
-HARNESS = hashlib.sha256("\n".join((SNAPSHOT, CHECK, WARM_UP, RECORD_ENV)).encode()).hexdigest()[:16]
+#: (and how it runs a chapter's cells: the version, 2 since they are kept in IPython's history)
+HARNESS = hashlib.sha256("\n".join(("2", SNAPSHOT, CHECK, WARM_UP, RECORD_ENV)).encode()).hexdigest()[:16]
 
 
 class Stored:

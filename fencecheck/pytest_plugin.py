@@ -50,7 +50,7 @@ from . import chapter as chapters
 from .executed import CHECK, SNAPSHOT, WARM_UP, WARM_UP_TIMEOUT, Stored
 from . import lint
 from . import record as records
-from .upstream.nbval import DEFAULT_CELL_TIMEOUT, IPyNbCell, IPyNbFile
+from .upstream.nbval import DEFAULT_CELL_TIMEOUT, IPyNbCell, IPyNbFile, keep_history
 
 
 
@@ -225,6 +225,7 @@ class Chapter(IPyNbFile):
         self.started = time.monotonic()
         super().setup()
         watch_for_death(self.kernel)
+        keep_history(self.kernel)   # the chapter's cells as a notebook runs them
         cachekey.log_execution(root, self.path.relative_to(root).as_posix(), "pytest")
         # A fresh kernel imports torch (through fences.state) before the first cell, with
         # the start-up allowance, not the cell timeout: a cold import on a loaded machine
@@ -325,6 +326,7 @@ class Cell(IPyNbCell):
         """Run the cell in the chapter's kernel (nbval), noting where a failure happened."""
         if self.parent.died:
             raise KernelDied(f"not run: the kernel died in {self.parent.died}")
+        self.parent.kernel.keeps_history = not self.guard
         try:
             super().runtest()
         except KernelDied as exc:
@@ -346,6 +348,7 @@ class Cell(IPyNbCell):
         rel = self.parent.path.relative_to(self.config.rootpath).as_posix()
         label = f"{rel}:{self.line}" + (f", fence {self.ident}" if self.ident else "")
         kernel = self.parent.kernel
+        kernel.keeps_history = False
         msg_id = kernel.execute_cell_input(
             f'__import__("fences.state").state.note({label!r})', allow_stdin=False)
         kernel.await_reply(msg_id, timeout=WARM_UP_TIMEOUT)

@@ -10,7 +10,8 @@ attributes of them:
   ``IPyNbFile.compare_outputs`` (False: outputs are never compared);
 - ``IPyNbCell.cell`` and ``IPyNbCell.test_outputs`` (the cell's outputs
   after ``runtest``);
-- ``--nbval-cell-timeout``'s default, 2000, meaning "not given".
+- ``--nbval-cell-timeout``'s default, 2000, meaning "not given";
+- ``RunningKernel.kc`` (its kernel client), for ``keep_history``.
 """
 from __future__ import annotations
 
@@ -18,10 +19,25 @@ import inspect
 
 from nbval.plugin import IPyNbCell, IPyNbFile
 
-__all__ = ["IPyNbCell", "IPyNbFile", "DEFAULT_CELL_TIMEOUT", "check"]
+__all__ = ["IPyNbCell", "IPyNbFile", "DEFAULT_CELL_TIMEOUT", "keep_history", "check"]
 
 #: nbval's default for --nbval-cell-timeout: the option was not given.
 DEFAULT_CELL_TIMEOUT = 2000
+
+
+def keep_history(kernel) -> None:
+    """Make ``kernel.execute_cell_input`` store the input in IPython's history when
+    ``kernel.keeps_history`` is true, as a notebook does. nbval sends every cell with
+    ``store_history=False``: then a trailing ``;`` does not hide the cell's value (IPython
+    reads the last stored input to decide) and the cell is not counted, so a test run would
+    show what a reader's run does not."""
+    kernel.keeps_history = False
+
+    def execute_cell_input(cell_input, allow_stdin=None):
+        return kernel.kc.execute(cell_input, store_history=kernel.keeps_history,
+                                 allow_stdin=allow_stdin, stop_on_error=False)
+
+    kernel.execute_cell_input = execute_cell_input
 
 
 def check() -> None:
@@ -38,6 +54,11 @@ def check() -> None:
         f"nbval: IPyNbCell.__init__ takes {params}"
     assert "self.test_outputs" in inspect.getsource(IPyNbCell), \
         "nbval: IPyNbCell no longer records test_outputs"
+    from nbval.kernel import RunningKernel
+
+    source = inspect.getsource(RunningKernel)
+    assert "self.kc" in source and "store_history=False" in source, \
+        "nbval: RunningKernel no longer sends cells through self.kc with store_history=False"
     import nbval.plugin
 
     source = inspect.getsource(nbval.plugin.pytest_addoption)
