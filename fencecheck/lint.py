@@ -706,10 +706,10 @@ _PROSE_NUMBER = re.compile(
 #: A number in code: 65519 / 65_519 / 0.5 / 1e-3 / 2**63 / 0x10.
 _CODE_NUMBER = re.compile(r"(?<![\w.])(?:0x[0-9a-fA-F]+|\d[\d_]*(?:\.\d*)?(?:e[+-]?\d+)?)"
                           r"(?:\s*\*\*\s*-?\d+)?(?![\w])")
-#: Not results: a release (2.13.0, torch 2.8), a section or step reference, a year, a width.
+#: Not results: a release (2.10.0, torch 2.8), a section or step reference, a year, a width.
 _NOT_RESULT = re.compile(
     r"\b\d+\.\d+(?:\.\d+)?\s*(?:–|-)\s*\d+\.\d+(?:\.\d+)?"          # 2.8–2.15
-    r"|\b\d+\.\d+\.\d+\b"                                         # 2.13.0
+    r"|\b\d+\.\d+\.\d+\b"                                         # 2.10.0
     r"|(?:torch|PyTorch|NumPy|Python|release|releases|version|versions|standard|JAX|CUDA"
     r"|Jupyter Book|MyST)\s+(?:\d+(?:\.\d+)*)(?:\s*(?:–|-|to|and|or|,)\s*\d+(?:\.\d+)*)*"
     r"|(?:§|[Ss]ections?|[Cc]hapters?|[Ss]teps?|[Ee]xercises?|[Pp]arts?|[Ll]ines?|[Ff]igures?"

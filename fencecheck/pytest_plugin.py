@@ -40,6 +40,7 @@ from fences import RECORD_ENV, SKIP_MARKER, parse_observed, parse_raised
 from . import chapter as chapters
 from . import lint
 from . import record as records
+from .releases import REFERENCE
 from .upstream.nbval import DEFAULT_CELL_TIMEOUT, IPyNbCell, IPyNbFile
 
 # The first cell of every chapter: a clean namespace (the kernel may have run
@@ -119,7 +120,7 @@ def pytest_sessionstart(session):
     if importlib.util.find_spec("torch") is None:
         raise pytest.UsageError(
             f"torch is not installed for {sys.executable}. "
-            "`make test` creates .venv and installs the reference torch (torch==2.13.0, CPU)."
+            f"`make test` creates .venv and installs the reference torch (torch=={REFERENCE})."
         )
     root = Path(session.config.rootpath)
     if (root / "_toc.yml").exists():

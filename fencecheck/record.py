@@ -131,7 +131,7 @@ def ordered(records: list[dict], toc: dict[str, int], key: str = "cell") -> list
 # --- reading -------------------------------------------------------------------------
 
 def version_key(version: str) -> tuple:
-    """(major, minor, patch) of "2.13.0+cpu" or "2.15.0.dev20261130"; unknown sorts last."""
+    """(major, minor, patch) of "2.10.0+cpu" or "2.15.0.dev20261130"; unknown sorts last."""
     numbers = re.findall(r"\d+", (version or "").split("+")[0])[:3]
     return tuple(int(n) for n in numbers) if numbers else (999,)
 
@@ -591,7 +591,7 @@ class Change:
 
 
     def release(self) -> str:
-        """The release that changed it: "2.13.0", not the build's local label ("+cpu"),
+        """The release that changed it: "2.10.0", not the build's local label ("+cpu"),
         which would read as if the build changed it (a build difference is kind "build")."""
         base, plus, local = self.since.partition("+")
         return f"{base} (first recorded on its {local} build)" if plus else base

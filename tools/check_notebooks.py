@@ -36,9 +36,10 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from check_site import lesson_form, report, serve, toc_pages  # noqa: E402
 
+from fencecheck.releases import REFERENCE  # noqa: E402
 from fencecheck.sphinx import WHEEL_DIR  # noqa: E402
 
-TORCH = os.environ.get("TORCH", "torch==2.13.0")
+TORCH = os.environ.get("TORCH", f"torch=={REFERENCE}")
 TORCH_INDEX = os.environ.get("TORCH_INDEX", "")  # as in the Makefile
 RUNNER = ["nbclient>=0.10", "ipykernel>=6"]
 

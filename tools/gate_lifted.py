@@ -31,7 +31,7 @@ import mutate  # noqa: E402 - tools/ is this script's folder
 
 GATE = re.compile(r"""\bneeds\(\s*["'](cuda|mps)["']\s*\)""")
 MESSAGE = "this fence passes without the device: move its CPU part out of the gate"
-TIMEOUT = 120.0
+TIMEOUT = mutate.TIMEOUT   # the cell timeout (_config.yml's execute.timeout), as for a mutant
 
 
 def lifted(source: str, namespace: dict) -> dict:
