@@ -59,7 +59,8 @@ FORBIDDEN_TAGS = {
 PROOF_TAG = "proof"
 #: Tags that keep a cell's code off the page until a click (or off it entirely).
 FOLDING_TAGS = {PROOF_TAG, "hide-input", "hide-cell", "remove-input", "remove-cell"}
-#: No code cell shows more lines than this without a click.
+#: No code cell shows more lines than this without a click: the one home of the limit
+#: (tools/check_site.py measures the built pages against it; tests/test_one_home.py).
 MAX_VISIBLE_LINES = 15
 #: A fence is a claim on the page: it may be folded, never removed from it.
 REMOVING_TAGS = {"remove-cell", "remove-input"}

@@ -290,7 +290,7 @@ class Chapter(IPyNbFile):
             cell=new_code_cell(CHECK), options=_options(), line=0, guard=True,
         )
         text = self.path.read_text(encoding="utf-8")
-        if chapters.form(text) == 3:   # a lesson: its sentences' numbers are witnessed
+        if chapters.is_lesson(text):   # a lesson: its sentences' numbers are witnessed
             self.outputs = [set() for _ in code]
             yield ProseNumbers.from_parent(self, name="prose numbers witnessed", text=text)
 

@@ -219,12 +219,12 @@ def test_records_hold_fences_keyed_by_id_in_chapter_order(corpus_run):
 
 
 def test_device_gated_fence_is_reported_with_its_outcome(corpus_run):
-    import torch
+    import fences
 
     _, _, by_chapter = corpus_run
     gated = [r for r in by_chapter["pass_needs"] if r.get("id") == "corpus-needs-cuda"]
     assert len(gated) == 1, by_chapter["pass_needs"]
-    if torch.cuda.is_available():
+    if fences.available("cuda"):
         assert gated[0]["outcome"] == "passed", gated
     else:
         assert gated[0]["outcome"] == "skipped", gated

@@ -778,14 +778,14 @@ def summary(records: list[dict], verdict: dict, seconds: float, jobs: int) -> di
     """What mutate-results.json holds (rendered by fencecheck.mutation)."""
     import torch
 
-    from fences import torch_build
+    from fences import available, torch_build
 
     keep = ("chapter", "fence", "line", "operator", "original", "mutated")
     return {
         "torch": torch.__version__,
         "build": torch_build(),
         # asked only now: CUDA initialised in the root would be unusable in forked children
-        "cuda_available": torch.cuda.is_available(),
+        "cuda_available": available("cuda"),
         "python": platform.python_version(),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "seconds": round(seconds, 1),
