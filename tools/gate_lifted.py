@@ -8,10 +8,10 @@ run. So a CPU claim behind the gate would never be checked anywhere but on a
 GPU. This tool runs the chapter as ``tools/mutate.py`` does (its cells with
 ``exec`` in one namespace, in a process forked from one that imported torch),
 and just before each gated fence forks a child in which ``fences.needs``
-returns True while each device's probe (``fences.DEVICES``: ``torch.cuda.is_available``,
-``torch.backends.mps.is_available``) stays False (this machine has neither; they
-are forced False in the child so the check means the same on a GPU machine) and
-runs the fence there. The fence must fail: it needs the device.
+returns True while each device's probe (the torch function ``fences.DEVICES``
+names for it) returns False (this machine has no device; the probes are forced
+False in the child so the check means the same on a GPU machine) and runs the
+fence there. The fence must fail: it needs the device.
 One that passes is reported with its chapter, line and id, "this fence passes
 without the device: move its CPU part out of the gate", and the run exits 1.
 """
