@@ -660,7 +660,7 @@ PLANTED = ["traceback output", "Traceback (most recent", "rendered empty", "no .
            "no 'Executed with torch", "color-contrast", "1 fences and no line saying",
            "badge(s) that carry no news", "clipped on the right", "show a raw dict"]
 #: A lesson planted with each measure over its goal, and one within every goal.
-LONG = "\n".join(f"x{n} = {n}" for n in range(20))
+LONG = "\n".join(f"x{n} = {n}" for n in range(MAX_VISIBLE_LINES + 5))
 BAD_LESSON = HEAD.format(title="Long lesson") + f"""<body><main><article>
 <h1>Long lesson</h1><div style="height:{26 * SCREEN[1]}px">prose</div>
 <div class="cell"><div class="cell_input"><pre>{LONG}</pre></div>
@@ -676,7 +676,7 @@ GOOD_LESSON = HEAD.format(title="Short lesson") + f"""<body><main><article>
 </article></main></body></html>"""
 #: What the long lesson must be failed for: each measure over its goal, whatever the
 #: exact figure a machine's fonts give.
-MEASURED = ["screens at 1400×900 to the end of the exercises", "shows 20 lines",
+MEASURED = ["screens at 1400×900 to the end of the exercises", f"shows {MAX_VISIBLE_LINES + 5} lines",
             "1 visible output(s)", "1 [observed] line"]
 #: A form-3 lesson: two fences, one silent, one raise claim without its message, too
 #: long to read and to scroll; and one within every goal.
@@ -698,19 +698,28 @@ MEASURED_FORM3 = ["1 of 2 lesson fences show an output", "show no message: mute"
                   "minutes to read", "screens at 1400×900 to the exercises"]
 
 
-def self_test(browser) -> list[str]:
-    """The checker must pass a good page and fail a page with each defect it looks for."""
+#: Other font sets than this machine's (tests/test_check_site_fonts.py): the measures'
+#: self-test must give the same verdicts under each, as on a machine with other fonts.
+FONT_SETS = {
+    "serif, large": "* { font-family: 'DejaVu Serif', 'Noto Serif CJK JP', serif !important;"
+                    " font-size: 22px !important; line-height: 1.9 !important }",
+    "narrow, small": "* { font-family: 'Liberation Sans Narrow', 'Noto Sans CJK JP', sans-serif"
+                     " !important; font-size: 11px !important; line-height: 1.1 !important }",
+}
+
+
+def measures_self_test(browser, css: str = "") -> list[str]:
+    """The reader's measures must pass the lessons planted within the goals and fail the
+    ones planted past them, for each measure; ``css`` is added to each planted page (a
+    font override: the verdicts must not depend on the fonts a machine has)."""
     import tempfile
 
     failures = []
+    style = f"<style>{css}</style></head>" if css else "</head>"
     with tempfile.TemporaryDirectory() as tmp:
-        for name, text in (("good", GOOD), ("bad", BAD)):
-            Path(tmp, f"{name}.html").write_text(text)
-        Path(tmp, "good.ipynb").write_text("{}")
-        Path(tmp, "lesson-bad.html").write_text(BAD_LESSON)
-        Path(tmp, "lesson-good.html").write_text(GOOD_LESSON)
-        Path(tmp, "form3-bad.html").write_text(BAD_FORM3)
-        Path(tmp, "form3-good.html").write_text(GOOD_FORM3)
+        for name, text in (("lesson-bad", BAD_LESSON), ("lesson-good", GOOD_LESSON),
+                           ("form3-bad", BAD_FORM3), ("form3-good", GOOD_FORM3)):
+            Path(tmp, f"{name}.html").write_text(text.replace("</head>", style, 1))
         server, url = serve(Path(tmp))
         try:
             for name, expected in (("form3-good", []), ("form3-bad", MEASURED_FORM3)):
@@ -730,6 +739,22 @@ def self_test(browser) -> list[str]:
                     if not any(e in p for p in problems):
                         failures.append(f"self-test: the long lesson was not failed for {e!r}: "
                                         f"{problems}")
+        finally:
+            server.shutdown()
+    return failures
+
+
+def self_test(browser) -> list[str]:
+    """The checker must pass a good page and fail a page with each defect it looks for."""
+    import tempfile
+
+    failures = measures_self_test(browser)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in (("good", GOOD), ("bad", BAD)):
+            Path(tmp, f"{name}.html").write_text(text)
+        Path(tmp, "good.ipynb").write_text("{}")
+        server, url = serve(Path(tmp))
+        try:
             for name, expected in (("good", []), ("bad", PLANTED)):
                 page = browser.new_page(viewport={"width": 390, "height": 800})
                 problems = check_page(page, url, name)
