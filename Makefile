@@ -5,10 +5,12 @@ SHELL := bash
 
 PYTHON ?= python3
 VENV   ?= .venv
-# The reference torch. An unpinned torch lets pip pick a multi-GB CUDA build.
-TORCH  ?= torch==2.13.0
+# The reference torch, read from its one home (fencecheck/releases.py, REFERENCE).
+# An unpinned torch lets pip pick a multi-GB CUDA build.
+REFERENCE := $(shell $(PYTHON) -c 'import fencecheck.releases as r; print(r.REFERENCE)')
+TORCH  ?= torch==$(or $(REFERENCE),$(error cannot read REFERENCE from fencecheck/releases.py with $(PYTHON)))
 # Where pip looks for it first. Empty: the indexes pip is configured with (on PyPI
-# alone, torch==2.13.0 is the CUDA build, which runs on the CPU too). For the CPU
+# alone, the reference torch is the CUDA build, which runs on the CPU too). For the CPU
 # build from PyTorch's index: TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?=
 EXTRAS ?= test,site

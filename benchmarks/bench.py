@@ -43,6 +43,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = ROOT / ".venv" / "bin" / "python"
+sys.path.insert(0, str(ROOT))
+from fencecheck.chapter import cell_timeout  # noqa: E402 - the cell timeout's one reader
 TARGETS = {"book-tests / floor": 1.3, "cold build / floor": 3.0, "warm / cold build": 0.10,
            "book after one views code-cell edit (s)": 8.0}
 
@@ -144,8 +146,8 @@ from nbclient import NotebookClient
 nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
     "import torch, numpy, hypothesis, matplotlib.pyplot\nimport fences")])
 nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
-NotebookClient(nb, timeout=120, kernel_name="python3").execute()
-"""
+NotebookClient(nb, timeout=TIMEOUT, kernel_name="python3").execute()
+""".replace("TIMEOUT", repr(cell_timeout(ROOT)))
 
 
 def kernel() -> float:

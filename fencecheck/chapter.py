@@ -116,13 +116,32 @@ def form(text: str) -> int | None:
     return meta.get("form") if isinstance(meta, dict) else None
 
 
+#: The form of a lesson (standard 3). The one definition of "a lesson": a chapter whose
+#: front matter declares ``tensor-fences: {form: 3}`` (``is_lesson``); ``lessons`` lists
+#: them in the order of _toc.yml. Every tool asks these; tests/test_one_home.py refuses
+#: another list or test.
+LESSON_FORM = 3
+
+
+def is_lesson(text: str) -> bool:
+    """Whether the chapter ``text`` is a lesson: its front matter declares the lesson form."""
+    return form(text) == LESSON_FORM
+
+
+def lessons(root: Path) -> list[Path]:
+    """Every lesson of the book at ``root``: the pages of _toc.yml that declare the lesson
+    form, in the table of contents' order."""
+    return [p for p in toc_files(Path(root))
+            if p.exists() and is_lesson(p.read_text(encoding="utf-8"))]
+
+
 def lint_problems(text: str, nb) -> list[str]:
     """Everything ``fencecheck.lint`` finds in one chapter (empty when it passes); the
     lesson form's rules where the chapter declares form 3."""
     problems = (lint.cell_problems(nb, text) + lint.text_problems(text) + lint.exponent_problems(text)
                 + lint.place_problems(text, nb) + lint.meta_problems(front_matter(text).get("tensor-fences"))
                 + lint.quiz_problems(nb, code_cell_lines(nb)))
-    if form(text) == 3:
+    if is_lesson(text):
         problems += lint.lesson_problems(nb, code_cell_lines(nb)) + lint.prose_numbers(text)[0]
     return problems
 

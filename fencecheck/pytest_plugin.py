@@ -50,6 +50,7 @@ from . import chapter as chapters
 from .executed import CHECK, SNAPSHOT, WARM_UP, WARM_UP_TIMEOUT, Stored
 from . import lint
 from . import record as records
+from .releases import REFERENCE
 from .upstream.nbval import DEFAULT_CELL_TIMEOUT, IPyNbCell, IPyNbFile, keep_history
 
 
@@ -80,7 +81,7 @@ def pytest_sessionstart(session):
     if importlib.util.find_spec("torch") is None:
         raise pytest.UsageError(
             f"torch is not installed for {sys.executable}. "
-            "`make test` creates .venv and installs the reference torch (torch==2.13.0, CPU)."
+            f"`make test` creates .venv and installs the reference torch (torch=={REFERENCE})."
         )
     root = Path(session.config.rootpath)
     if (root / "_toc.yml").exists():
@@ -266,7 +267,7 @@ class Chapter(IPyNbFile):
             cell=new_code_cell(CHECK), options=_options(), line=0, guard=True,
         )
         text = self.path.read_text(encoding="utf-8")
-        if chapters.form(text) == 3:   # a lesson: its sentences' numbers are witnessed
+        if chapters.is_lesson(text):   # a lesson: its sentences' numbers are witnessed
             self.outputs = [set() for _ in code]
             yield ProseNumbers.from_parent(self, name="prose numbers witnessed", text=text)
 

@@ -44,9 +44,12 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fences import DEVICES, GATE, available
+
 OUTCOMES = ("passed", "failed", "skipped")
 #: A skip reason that means "this needs a GPU" (``fences.needs("cuda")``).
-GPU_SKIP = re.compile(r"needs a CUDA GPU|needs Apple MPS|GPU", re.I)
+GPU_SKIP = re.compile("|".join(f"needs {re.escape(missing)}" for _, missing in DEVICES.values())
+                      + "|GPU", re.I)
 SHOWN = 40  # characters of a value shown in a badge
 #: What a run's outcome depends on in the repository: its commit is the book's commit.
 BOOK_PATHS = ("book", "fences", "fencecheck", "_toc.yml", "conftest.py", "pyproject.toml")
@@ -91,7 +94,7 @@ def provenance(root: Path) -> dict:
     import numpy
     import torch
 
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    gpu = torch.cuda.get_device_name(0) if available("cuda") else None
     # The last commit that changed what runs, not HEAD: committing results must not
     # change the provenance of the next run (a shallow clone may not see it: HEAD then).
     commit = _git(root, "log", "-1", "--format=%H", "--", *BOOK_PATHS) or _git(root, "rev-parse", "HEAD")
@@ -131,7 +134,7 @@ def ordered(records: list[dict], toc: dict[str, int], key: str = "cell") -> list
 # --- reading -------------------------------------------------------------------------
 
 def version_key(version: str) -> tuple:
-    """(major, minor, patch) of "2.13.0+cpu" or "2.15.0.dev20261130"; unknown sorts last."""
+    """(major, minor, patch) of "2.10.0+cpu" or "2.15.0.dev20261130"; unknown sorts last."""
     numbers = re.findall(r"\d+", (version or "").split("+")[0])[:3]
     return tuple(int(n) for n in numbers) if numbers else (999,)
 
@@ -258,8 +261,8 @@ def _gated_in_book(book: Path) -> dict[str, str]:
     return out
 
 
-#: A fence gated on a device: its code calls ``fences.needs``.
-NEEDS = re.compile(r"\bfences\.needs\(|\bneeds\(\s*[\"'](?:cuda|mps)")
+#: A fence gated on a device: its code calls ``fences.needs`` (``fences.GATE``).
+NEEDS = GATE
 
 
 def problems(runs: list[dict], known: list[str] | None = None, book: Path | None = None) -> list[str]:
@@ -591,7 +594,7 @@ class Change:
 
 
     def release(self) -> str:
-        """The release that changed it: "2.13.0", not the build's local label ("+cpu"),
+        """The release that changed it: "2.10.0", not the build's local label ("+cpu"),
         which would read as if the build changed it (a build difference is kind "build")."""
         base, plus, local = self.since.partition("+")
         return f"{base} (first recorded on its {local} build)" if plus else base

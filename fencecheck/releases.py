@@ -13,6 +13,11 @@ listed releases is not in the matrix and is refused.
 """
 from __future__ import annotations
 
+#: The reference torch: the one home of this fact. `make test` and `make book` install
+#: ``torch==REFERENCE`` (the Makefile reads it from here); the matrix runs its CPU build
+#: (the entry below). tests/test_one_home.py refuses a second copy.
+REFERENCE = "2.13.0"
+
 RELEASES: tuple[tuple[str, str, str, str], ...] = (
     ("2.8.0", "torch==2.8.0", "the release the oldest source material was written against", ""),
     ("2.9.1", "torch==2.9.1", "", ""),
@@ -21,7 +26,7 @@ RELEASES: tuple[tuple[str, str, str, str], ...] = (
     ("2.12.1", "torch==2.12.1", "", ""),
     # The local version label pins the CPU build; it is not on PyPI but on PyTorch's own
     # page (a machine with the wheel at hand says where with PIP_FIND_LINKS instead).
-    ("2.13.0+cpu", "torch==2.13.0+cpu", "the reference build: CPU wheel, the one `make test` uses",
+    (f"{REFERENCE}+cpu", f"torch=={REFERENCE}+cpu", "the reference build: CPU wheel, the one `make test` uses",
      "https://download.pytorch.org/whl/cpu/torch/"),
     ("2.14.1", "torch==2.14.1", "", ""),
     ("2.15.0", "torch==2.15.0", "", ""),

@@ -336,6 +336,34 @@ def glue(name: str, value, display: bool = False):
     return value
 
 
+#: The devices a fence can be gated on: the one home of GPU detection. For each kind,
+#: the probe (an attribute path under ``torch``, called with no argument) and what
+#: ``needs`` says is missing. ``available`` asks the probe; ``GATE`` finds a gated fence
+#: in a chapter's source; tools/gate_lifted.py forces each probe False. A second copy is
+#: refused by tests/test_one_home.py.
+DEVICES = {"cuda": ("cuda.is_available", "a CUDA GPU"),
+           "mps": ("backends.mps.is_available", "Apple MPS")}
+#: Code gated on a device: a call of ``fences.needs``, or ``needs("cuda")`` imported bare.
+GATE = re.compile(r"\bfences\.needs\(|\bneeds\(\s*[\"'](?:" + "|".join(DEVICES) + r")[\"']")
+
+
+def probe(device: str):
+    """The torch function that says whether ``device`` is here (``DEVICES``)."""
+    import torch
+
+    if device not in DEVICES:
+        raise ValueError(f"unknown device kind {device!r}")
+    found = torch
+    for name in DEVICES[device][0].split("."):
+        found = getattr(found, name)
+    return found
+
+
+def available(device: str) -> bool:
+    """True when ``device`` ("cuda", "mps") can run code here; prints nothing."""
+    return bool(probe(device)())
+
+
 def needs(device: str) -> bool:
     """True when ``device`` ("cuda", "mps", ...) can run code here.
 
@@ -347,16 +375,10 @@ def needs(device: str) -> bool:
     """
     import torch
 
-    if device == "cuda":
-        ok = torch.cuda.is_available()
-        why = f"needs a CUDA GPU; torch.cuda.is_available() is False (torch {torch.__version__})"
-    elif device == "mps":
-        ok = torch.backends.mps.is_available()
-        why = f"needs Apple MPS; torch.backends.mps.is_available() is False (torch {torch.__version__})"
-    else:
-        raise ValueError(f"unknown device kind {device!r}")
+    ok = available(device)
     if not ok:
-        print(f"{SKIP_MARKER} {why}")
+        what, missing = DEVICES[device]
+        print(f"{SKIP_MARKER} needs {missing}; torch.{what}() is False (torch {torch.__version__})")
     return ok
 
 

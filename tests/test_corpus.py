@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from fencecheck import cachekey
+from fencecheck import cachekey, chapter, lint
 
 CORPUS = Path(__file__).parent / "corpus"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -185,12 +185,39 @@ def test_must_fail_chapter_fails_for_its_reason(corpus_run, failing):
     assert f"book/{failing}.md" in out, f"the failure does not name the chapter:\n{out}"
 
 
+def twin_problems(records: list[dict]) -> list[str]:
+    """Why a must-pass twin's records do not show it passing: it must have run at least
+    one fence (a twin with none would pass by running nothing), and everything in it
+    passed."""
+    fences = [r for r in records if not r.get("error")]
+    problems = [] if fences else ["ran no fence"]
+    return problems + [f"{r.get('id') or r.get('item')}: {r['outcome']}" for r in records
+                       if r["outcome"] != "passed"]
+
+
 @pytest.mark.parametrize("failing", CASES)
 def test_must_pass_twin_passes(corpus_run, failing):
     _, out, by_chapter = corpus_run
     twin = CASES[failing][0]
     records = by_chapter.get(twin, [])
-    assert all(r["outcome"] == "passed" for r in records), (twin, records)
+    assert twin_problems(records) == [], (twin, records)
+
+
+def test_a_twin_that_runs_no_fence_does_not_pass():
+    """The check above is not vacuous: no records, or only a failed non-fence cell, fail it."""
+    passed = {"id": "corpus-quick", "outcome": "passed"}
+    assert twin_problems([passed]) == []
+    assert twin_problems([]) == ["ran no fence"]
+    assert twin_problems([{"item": "Cell 0", "outcome": "failed", "error": True}]) == [
+        "ran no fence", "Cell 0: failed"]
+    assert twin_problems([passed, {"id": "x", "outcome": "skipped"}]) == ["x: skipped"]
+
+
+def test_every_twin_has_a_fence():
+    """Each must-pass twin, as written, holds a fence (read without running it)."""
+    for twin in {case[0] for case in CASES.values()}:
+        nb = chapter.parse((CORPUS / f"{twin}.md").read_text(encoding="utf-8"), CORPUS / f"{twin}.md")
+        assert any(lint.is_fence(c) for c in nb.cells), f"{twin}.md has no fence"
 
 
 @pytest.mark.parametrize("chapter", sorted(EXTRA - {"pass_needs", "pass_leaves_mode"}))
@@ -219,12 +246,12 @@ def test_records_hold_fences_keyed_by_id_in_chapter_order(corpus_run):
 
 
 def test_device_gated_fence_is_reported_with_its_outcome(corpus_run):
-    import torch
+    import fences
 
     _, _, by_chapter = corpus_run
     gated = [r for r in by_chapter["pass_needs"] if r.get("id") == "corpus-needs-cuda"]
     assert len(gated) == 1, by_chapter["pass_needs"]
-    if torch.cuda.is_available():
+    if fences.available("cuda"):
         assert gated[0]["outcome"] == "passed", gated
     else:
         assert gated[0]["outcome"] == "skipped", gated

@@ -162,12 +162,15 @@ def test_a_check_in_a_comment_or_string_does_not_count(source):
 
 
 def test_a_long_visible_cell_is_refused_and_a_folded_one_passes():
-    long = "# Proves: x.\n" + "\n".join(f"assert {n} == {n} + 0" for n in range(16))
-    assert any("over 15" in p for p in problems(cell(long, "fence", "a-fence")))
-    assert not any("over 15" in p for p in problems(cell(long, "fence, proof", "a-fence")))
-    setup = "\n".join(f"x{n} = {n}" for n in range(16))
-    assert any("over 15" in p for p in problems(cell(setup, "check")))
-    assert not any("over 15" in p for p in problems(cell(setup, "check, hide-input")))
+    limit = lint.MAX_VISIBLE_LINES   # the limit's one home
+    over = f"over {limit}"
+    long = "# Proves: x.\n" + "\n".join(f"assert {n} == {n} + 0" for n in range(limit + 1))
+    assert any(over in p for p in problems(cell(long, "fence", "a-fence")))
+    assert not any(over in p for p in problems(cell(long, "fence, proof", "a-fence")))
+    setup = "\n".join(f"x{n} = {n}" for n in range(limit + 1))
+    assert any(over in p for p in problems(cell(setup, "check")))
+    assert not any(over in p for p in problems(cell(setup, "check, hide-input")))
+    assert not any(over in p for p in problems(cell("\n".join(setup.splitlines()[:limit]), "check")))
 
 
 @pytest.mark.parametrize("tag", ["remove-cell", "remove-input"])

@@ -83,11 +83,11 @@ def test_the_book_with_quick_checks_builds_without_a_warning(site):
     assert (html / "stride-drill.html").read_text().count('class="tf-quiz"') == 10
 
 
-def test_lesson_form_reads_the_front_matter(site):
-    from check_site import lesson_form
+def test_a_lesson_is_what_the_front_matter_declares(site):
+    from check_site import is_lesson
 
     root, _ = site
-    assert lesson_form("book/good", root) == 3 and lesson_form("book/index", root) is None
+    assert is_lesson("book/good", root) and not is_lesson("book/index", root)
 
 
 def browser_or_skip():

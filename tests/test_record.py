@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import fences
-from fencecheck import lint, record
+from fencecheck import lint, record, releases
 from fencecheck.record import Fence
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -522,7 +522,7 @@ def test_observe_with_and_without_a_label_round_trips(capsys):
 
 def test_the_cpu_build_names_where_its_wheel_is():
     cpu = next(r for r in matrix.RELEASES if r.name.endswith("+cpu"))
-    assert cpu.requirement == "torch==2.13.0+cpu"
+    assert cpu.requirement == f"torch=={releases.REFERENCE}+cpu"   # the reference's CPU build
     assert cpu.find_links == "https://download.pytorch.org/whl/cpu/torch/"
     assert all(not r.find_links for r in matrix.RELEASES if r is not cpu)  # PyPI's builds
 

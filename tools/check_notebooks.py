@@ -34,11 +34,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from check_site import lesson_form, report, serve, toc_pages  # noqa: E402
+from check_site import is_lesson, report, serve, toc_pages  # noqa: E402
 
+from fencecheck.releases import REFERENCE  # noqa: E402
 from fencecheck.sphinx import WHEEL_DIR  # noqa: E402
 
-TORCH = os.environ.get("TORCH", "torch==2.13.0")
+TORCH = os.environ.get("TORCH", f"torch=={REFERENCE}")
 TORCH_INDEX = os.environ.get("TORCH_INDEX", "")  # as in the Makefile
 RUNNER = ["nbclient>=0.10", "ipykernel>=6"]
 
@@ -312,7 +313,7 @@ def main(argv: list[str]) -> int:
             for stem, text in planted_quiz_notebooks().items():
                 (lab / f"{stem}.ipynb").write_text(text)
             stems = [n.replace("/", "_") for n in pages]
-            quizzed = frozenset(n.replace("/", "_") for n in pages if lesson_form(n) == 3)
+            quizzed = frozenset(n.replace("/", "_") for n in pages if is_lesson(n))
             seen = lab_problems(lab, stems + ["planted-myst", "planted-quiz-good", "planted-quiz-bad"],
                                 quizzed | {"planted-quiz-good", "planted-quiz-bad"})
             planted = seen.pop("planted-myst")

@@ -12,9 +12,9 @@ line on executed pages, and no serious or critical accessibility violation
 what the record holds for the page's fences and a badge only on a fence
 with news; the mode asked for is the mode shown. Then the reader's
 measures of each page (printed for every page): screens at 1400×900 to the
-end of the exercises (at most 20 on a lesson, a page with a ``-reference``
-page), the longest code cell and the outputs shown without a click (at
-most 15 lines), and no ``[observed]`` line. A badge's link must open
+end of the exercises (at most 20 on a lesson, a page whose front matter says
+``tensor-fences: {form: 3}``), the longest code cell and the outputs shown without a click (at
+most ``fencecheck.lint.MAX_VISIBLE_LINES`` lines), and no ``[observed]`` line. A badge's link must open
 the collapsed grid of the Verified-on page at the fence's row. Then the quick checks
 (``fences.quiz``): each lesson whose front matter says ``tensor-fences: {form: 3}`` has at
 least 8, printed per lesson, and each is answered in Chromium, a wrong answer then the
@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fencecheck.chapter import toc_files  # noqa: E402
+from fencecheck.lint import MAX_VISIBLE_LINES  # noqa: E402 - the 15-line limit's one home
 
 #: Debian's chromium by default; CHROMIUM=bundled uses the browser `playwright install`
 #: downloads (a hosted CI runner, where Debian's package is not available).
@@ -84,7 +85,7 @@ LAYOUT_JS = r"""() => {
 
 # The reader's measures of a lesson page (issue: the lesson on top, the proof one click
 # away): how far to the end of the exercises, and what is shown without a click.
-GOALS = {"screens": 20, "visible_cell": 15, "long_outputs": 0, "observed": 0}
+GOALS = {"screens": 20, "visible_cell": MAX_VISIBLE_LINES, "long_outputs": 0, "observed": 0}
 SCREEN = (1400, 900)
 MEASURE_JS = """() => {
   const shown = el => el.offsetParent !== null && !el.closest('details:not([open])');
@@ -101,10 +102,10 @@ MEASURE_JS = """() => {
     screens: Math.round(bottom / window.innerHeight * 10) / 10,
     to: ex ? 'the end of the exercises' : 'the end of the page',
     visible_cell: Math.max(0, ...cells.map(lines)),
-    long_outputs: outs.filter(o => lines(o) > 15).length,
+    long_outputs: outs.filter(o => lines(o) > MAX_VISIBLE_LINES).length,
     observed: (text.match(/\\[observed\\]/g) || []).length,
   };
-}"""
+}""".replace("MAX_VISIBLE_LINES", str(MAX_VISIBLE_LINES))
 
 
 # The lesson form's measures (standard 3), for a lesson that declares it
@@ -182,7 +183,7 @@ def measure_problems(facts: dict) -> list[str]:
     """Each measure above its goal, in a reader's words."""
     words = {"screens": f"{facts['screens']} screens at 1400×900 to {facts.get('to')}",
              "visible_cell": f"a code cell shows {facts['visible_cell']} lines without a click",
-             "long_outputs": f"{facts['long_outputs']} visible output(s) over 15 lines",
+             "long_outputs": f"{facts['long_outputs']} visible output(s) over {MAX_VISIBLE_LINES} lines",
              "observed": f"{facts['observed']} [observed] line(s) in the page's outputs"}
     return [f"{words[k]} (goal: at most {goal})" for k, goal in GOALS.items() if facts[k] > goal]
 
@@ -338,12 +339,13 @@ QUIZ_JS = """() => [...document.querySelectorAll('div.tf-quiz')].map(d => ({
   rendered: d.querySelectorAll('.Quiz').length, pending: d.querySelectorAll('.tf-quiz-pending').length}))"""
 
 
-def lesson_form(pagename: str, root: Path = ROOT) -> int | None:
-    """The lesson form a page's front matter declares (``tensor-fences: {form: 3}``)."""
-    from fencecheck.chapter import form
+def is_lesson(pagename: str, root: Path = ROOT) -> bool:
+    """Whether a page is a lesson: ``fencecheck.chapter.is_lesson`` of its source (its
+    front matter declares ``tensor-fences: {form: 3}``), the one definition."""
+    from fencecheck import chapter
 
     source = root / f"{pagename}.md"
-    return form(source.read_text(encoding="utf-8")) if source.exists() else None
+    return source.exists() and chapter.is_lesson(source.read_text(encoding="utf-8"))
 
 
 def _feedback(wrapper) -> tuple[str, str]:
@@ -658,7 +660,7 @@ PLANTED = ["traceback output", "Traceback (most recent", "rendered empty", "no .
            "no 'Executed with torch", "color-contrast", "1 fences and no line saying",
            "badge(s) that carry no news", "clipped on the right", "show a raw dict"]
 #: A lesson planted with each measure over its goal, and one within every goal.
-LONG = "\n".join(f"x{n} = {n}" for n in range(20))
+LONG = "\n".join(f"x{n} = {n}" for n in range(MAX_VISIBLE_LINES + 5))
 BAD_LESSON = HEAD.format(title="Long lesson") + f"""<body><main><article>
 <h1>Long lesson</h1><div style="height:{26 * SCREEN[1]}px">prose</div>
 <div class="cell"><div class="cell_input"><pre>{LONG}</pre></div>
@@ -674,7 +676,7 @@ GOOD_LESSON = HEAD.format(title="Short lesson") + f"""<body><main><article>
 </article></main></body></html>"""
 #: What the long lesson must be failed for: each measure over its goal, whatever the
 #: exact figure a machine's fonts give.
-MEASURED = ["screens at 1400×900 to the end of the exercises", "shows 20 lines",
+MEASURED = ["screens at 1400×900 to the end of the exercises", f"shows {MAX_VISIBLE_LINES + 5} lines",
             "1 visible output(s)", "1 [observed] line"]
 #: A form-3 lesson: two fences, one silent, one raise claim without its message, too
 #: long to read and to scroll; and one within every goal.
@@ -696,19 +698,28 @@ MEASURED_FORM3 = ["1 of 2 lesson fences show an output", "show no message: mute"
                   "minutes to read", "screens at 1400×900 to the exercises"]
 
 
-def self_test(browser) -> list[str]:
-    """The checker must pass a good page and fail a page with each defect it looks for."""
+#: Other font sets than this machine's (tests/test_check_site_fonts.py): the measures'
+#: self-test must give the same verdicts under each, as on a machine with other fonts.
+FONT_SETS = {
+    "serif, large": "* { font-family: 'DejaVu Serif', 'Noto Serif CJK JP', serif !important;"
+                    " font-size: 22px !important; line-height: 1.9 !important }",
+    "narrow, small": "* { font-family: 'Liberation Sans Narrow', 'Noto Sans CJK JP', sans-serif"
+                     " !important; font-size: 11px !important; line-height: 1.1 !important }",
+}
+
+
+def measures_self_test(browser, css: str = "") -> list[str]:
+    """The reader's measures must pass the lessons planted within the goals and fail the
+    ones planted past them, for each measure; ``css`` is added to each planted page (a
+    font override: the verdicts must not depend on the fonts a machine has)."""
     import tempfile
 
     failures = []
+    style = f"<style>{css}</style></head>" if css else "</head>"
     with tempfile.TemporaryDirectory() as tmp:
-        for name, text in (("good", GOOD), ("bad", BAD)):
-            Path(tmp, f"{name}.html").write_text(text)
-        Path(tmp, "good.ipynb").write_text("{}")
-        Path(tmp, "lesson-bad.html").write_text(BAD_LESSON)
-        Path(tmp, "lesson-good.html").write_text(GOOD_LESSON)
-        Path(tmp, "form3-bad.html").write_text(BAD_FORM3)
-        Path(tmp, "form3-good.html").write_text(GOOD_FORM3)
+        for name, text in (("lesson-bad", BAD_LESSON), ("lesson-good", GOOD_LESSON),
+                           ("form3-bad", BAD_FORM3), ("form3-good", GOOD_FORM3)):
+            Path(tmp, f"{name}.html").write_text(text.replace("</head>", style, 1))
         server, url = serve(Path(tmp))
         try:
             for name, expected in (("form3-good", []), ("form3-bad", MEASURED_FORM3)):
@@ -728,6 +739,22 @@ def self_test(browser) -> list[str]:
                     if not any(e in p for p in problems):
                         failures.append(f"self-test: the long lesson was not failed for {e!r}: "
                                         f"{problems}")
+        finally:
+            server.shutdown()
+    return failures
+
+
+def self_test(browser) -> list[str]:
+    """The checker must pass a good page and fail a page with each defect it looks for."""
+    import tempfile
+
+    failures = measures_self_test(browser)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in (("good", GOOD), ("bad", BAD)):
+            Path(tmp, f"{name}.html").write_text(text)
+        Path(tmp, "good.ipynb").write_text("{}")
+        server, url = serve(Path(tmp))
+        try:
             for name, expected in (("good", []), ("bad", PLANTED)):
                 page = browser.new_page(viewport={"width": 390, "height": 800})
                 problems = check_page(page, url, name)
@@ -770,10 +797,10 @@ def main(argv: list[str]) -> int:
                     failures += report(f"{name} ({width} px, {mode})", problems)
             for name in pages:
                 facts = measure(browser, url, name)
-                lesson = f"{name}-reference" in pages
+                lesson = is_lesson(name)
                 print(f"     measures {name}: {facts['screens']} screens to {facts['to']}, "
                       f"longest visible cell {facts['visible_cell']} lines, "
-                      f"{facts['long_outputs']} visible outputs over 15 lines, "
+                      f"{facts['long_outputs']} visible outputs over {MAX_VISIBLE_LINES} lines, "
                       f"{facts['observed']} [observed] lines", flush=True)
                 # A lesson meets every goal; another page (a reference page's tables
                 # are its content) only shows no [observed] line.
@@ -783,23 +810,18 @@ def main(argv: list[str]) -> int:
                 failures += report(f"{name}: the reader's measures", problems)
                 if lesson:
                     f3 = measure_form3(browser, url, name)
-                    form3 = lesson_form(name) == 3
                     print(f"     lesson form {name}: {f3['showing']} of {f3['fences']} lesson "
                           f"fences show output ({f3['share']:.0%}), {len(f3['silent'])} raise/warn "
                           f"fences without their message, about {f3['minutes']} minutes to read "
                           f"({f3['words']} prose words, {f3['code_lines']} visible code lines), "
                           f"{f3['teaching_screens']} screens to the exercises; visible cells "
-                          f"using a folded name: refused by the lint"
-                          + ("" if form3 else " (not yet in form 3: printed, not enforced)"),
-                          flush=True)
-                    if form3:
-                        checks += 1
-                        failures += report(f"{name}: the lesson form's measures",
-                                           form3_problems(f3))
-            # Quick checks: every lesson of the new form (its front matter), and the drill.
+                          f"using a folded name: refused by the lint", flush=True)
+                    checks += 1
+                    failures += report(f"{name}: the lesson form's measures", form3_problems(f3))
+            # Quick checks: every lesson (its front matter), and the drill.
             for name in pages:
                 drill = name == DRILL
-                if not drill and lesson_form(name) != 3:
+                if not drill and not is_lesson(name):
                     continue
                 facts, problems = quiz_check(browser, url, name, drill=drill)
                 print(quiz_line(name, facts), flush=True)

@@ -8,18 +8,18 @@ run. So a CPU claim behind the gate would never be checked anywhere but on a
 GPU. This tool runs the chapter as ``tools/mutate.py`` does (its cells with
 ``exec`` in one namespace, in a process forked from one that imported torch),
 and just before each gated fence forks a child in which ``fences.needs``
-returns True while ``torch.cuda.is_available()`` and
-``torch.backends.mps.is_available()`` stay False (this machine has neither;
-they are forced False in the child so the check means the same on a GPU
-machine) and runs the fence there. The fence must fail: it needs the device.
+returns True while each device's probe (the torch function ``fences.DEVICES``
+names for it) returns False (this machine has no device; the probes are forced
+False in the child so the check means the same on a GPU machine) and runs the
+fence there. The fence must fail: it needs the device.
 One that passes is reported with its chapter, line and id, "this fence passes
 without the device: move its CPU part out of the gate", and the run exits 1.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -28,10 +28,10 @@ sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT))
 
 import mutate  # noqa: E402 - tools/ is this script's folder
+from fences import DEVICES, GATE  # noqa: E402 - GPU detection's one home
 
-GATE = re.compile(r"""\bneeds\(\s*["'](cuda|mps)["']\s*\)""")
 MESSAGE = "this fence passes without the device: move its CPU part out of the gate"
-TIMEOUT = 120.0
+TIMEOUT = mutate.TIMEOUT   # the cell timeout (_config.yml's execute.timeout), as for a mutant
 
 
 def lifted(source: str, namespace: dict) -> dict:
@@ -44,8 +44,9 @@ def lifted(source: str, namespace: dict) -> dict:
     for name, value in list(namespace.items()):
         if getattr(value, "__name__", "") == "needs" and getattr(value, "__module__", "") == "fences":
             namespace[name] = fences.needs
-    torch.cuda.is_available = lambda: False
-    torch.backends.mps.is_available = lambda: False
+    for path, _ in DEVICES.values():   # every device's probe False: none is present
+        *owner, name = path.split(".")
+        setattr(functools.reduce(getattr, owner, torch), name, lambda: False)
     result = mutate.execute(source, namespace, "<gate lifted>")
     result.pop("stdout", None)
     return result

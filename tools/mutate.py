@@ -73,13 +73,15 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import mutate_reuse  # noqa: E402 - tools/ is this script's folder
+from fencecheck.chapter import cell_timeout  # noqa: E402
 from mutants import Mutant, fence_mutants  # noqa: E402
 
 ALLOWLIST = ROOT / "mutate-allowlist.yml"
 RESULTS = ROOT / "mutate-results.json"
-#: Seconds a mutant may run: nbval's cell timeout in pyproject.toml, so a mutant
-#: that hangs is killed exactly when the suite would fail it.
-TIMEOUT = 120.0
+#: Seconds a mutant may run: the cell timeout, whose one home is _config.yml's
+#: ``execute.timeout`` (``fencecheck.chapter.cell_timeout``, which the suite and the site
+#: build read too), so a mutant that hangs is stopped exactly when the suite would fail it.
+TIMEOUT = cell_timeout(ROOT)
 
 
 # ---------------------------------------------------------------------------
@@ -776,14 +778,14 @@ def summary(records: list[dict], verdict: dict, seconds: float, jobs: int) -> di
     """What mutate-results.json holds (rendered by fencecheck.mutation)."""
     import torch
 
-    from fences import torch_build
+    from fences import available, torch_build
 
     keep = ("chapter", "fence", "line", "operator", "original", "mutated")
     return {
         "torch": torch.__version__,
         "build": torch_build(),
         # asked only now: CUDA initialised in the root would be unusable in forked children
-        "cuda_available": torch.cuda.is_available(),
+        "cuda_available": available("cuda"),
         "python": platform.python_version(),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "seconds": round(seconds, 1),
