@@ -8,7 +8,6 @@ Ctrl-C or SIGTERM stops the build and every process it started.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 

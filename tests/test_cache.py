@@ -216,7 +216,6 @@ def test_the_kernel_loads_the_runtime_and_nothing_of_the_verifier(tmp_path):
     lint), which the key leaves out, cannot change what a chapter outputs; the key's
     side is the next test."""
     import subprocess
-    import sys
 
     from fencecheck.pytest_plugin import WARM_UP
 
@@ -261,7 +260,6 @@ def test_the_runtime_is_the_fences_package_this_python_imports(tmp_path):
     import os
     import shutil
     import subprocess
-    import sys
 
     copy = tmp_path / "elsewhere" / "fences"
     shutil.copytree(cachekey.RUNTIME, copy, ignore=shutil.ignore_patterns("__pycache__"))
