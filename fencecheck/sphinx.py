@@ -709,12 +709,12 @@ def _record_outdated(app, env, added, changed, removed):
     rereads = set(added) | set(changed) | set(removed)
     key = record_page_key(app)
     out = {doc for doc, was in _env_dict(env, "tf_record_pages").items() if was != key}
-    rec = None
-    for doc, (ids, digest) in _env_dict(env, "tf_marks").items():
-        if ids and doc not in rereads and doc not in out:
-            rec = rec or _record(app)
-            if marks_digest(rec, ids) != digest:
+    rec = _record(app)
+    if getattr(env, "tf_marks_key", None) != rec.key:   # badges are a function of the record
+        for doc, (ids, digest) in _env_dict(env, "tf_marks").items():
+            if ids and doc not in rereads and doc not in out and marks_digest(rec, ids) != digest:
                 out.add(doc)
+        env.tf_marks_key = rec.key   # every page's digest is of this record, or it is read again
     return sorted((out & env.found_docs) - rereads)
 
 
