@@ -18,6 +18,8 @@ suite and the site refuse the same mistakes:
 """
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import json
 import os
@@ -54,8 +56,15 @@ def front_matter(text: str) -> dict:
     end = text.find("\n---", 3)
     if end < 0:
         return {}
+    return copy.deepcopy(_front_matter(text[3:end]))
+
+
+@functools.lru_cache(maxsize=256)
+def _front_matter(block: str) -> dict:
+    """``front_matter`` of one YAML block, parsed once per process per text (a build
+    reads every chapter's header several times); callers get a copy."""
     try:
-        data = yaml.safe_load(text[3:end]) or {}
+        data = yaml.safe_load(block) or {}
     except yaml.YAMLError as exc:
         raise ChapterError(yaml_problem(exc, "the front matter", first_line=1)) from None
     return data if isinstance(data, dict) else {}
@@ -105,9 +114,15 @@ def myst_extensions(path: Path) -> tuple[str, ...]:
     for folder in Path(path).resolve().parents:
         config = folder / "_config.yml"
         if config.exists():
-            data = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
-            return tuple(sorted((data.get("parse") or {}).get("myst_enable_extensions") or ()))
+            return _extensions_in(config.read_text(encoding="utf-8"))
     return ()
+
+
+@functools.lru_cache(maxsize=32)
+def _extensions_in(config: str) -> tuple[str, ...]:
+    """``myst_extensions`` of one _config.yml text, parsed once per process per text."""
+    data = yaml.safe_load(config) or {}
+    return tuple(sorted((data.get("parse") or {}).get("myst_enable_extensions") or ()))
 
 
 def form(text: str) -> int | None:

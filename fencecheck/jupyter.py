@@ -31,6 +31,7 @@ DIRECTIVE = re.compile(r"^(`{3,}|:{3,})\{([a-z-]+)\}[ \t]*(.*)$")
 OPTION = re.compile(r"^:([\w-]+):[ \t]*(.*)$")
 LINK = re.compile(r"\]\((?!https?:|#|mailto:)([^)\s]+?)\.md(#[^)]*)?\)")
 SUBSTITUTION = re.compile(r"\{\{\s*([\w-]+)\s*\}\}")
+BOOK = re.compile(r"\{book\}`([\w-]+)`")   # the landing page's numbers (fencecheck.sphinx.BookRole)
 TARGET = re.compile(r"^\(([^)\s]+)\)=\s*$", re.M)
 LEFT = re.compile(r"\{\{\s*[\w-]+\s*\}\}|\[missing value: |\{[a-z:]+\}`|^(`{3,}|:{3,})\{"
                   r"|^\([\w-]+\)=\s*$|\]\([^)]*\.md[)#]", re.M)
@@ -78,8 +79,9 @@ def _role(kind: str, text: str, glued: dict, ext: dict, site: str) -> str:
 
 def markdown(source: str, glued: dict, ext: dict, site: str, subs: dict | None = None) -> str:
     """A MyST Markdown cell as plain (Jupyter) Markdown (``subs``: the site's
-    ``{{ name }}`` substitutions)."""
+    ``{{ name }}`` substitutions and ``{book}`name``` numbers)."""
     source = SUBSTITUTION.sub(lambda m: str((subs or {}).get(m.group(1), m.group(0))), source)
+    source = BOOK.sub(lambda m: str((subs or {}).get(m.group(1), m.group(0))), source)
     out: list[str] = []
     lines = source.splitlines()
     n = 0

@@ -527,8 +527,32 @@ def split(runs: list[dict], current: list[Fence], digests: dict[str, str]
     return fresh, stale
 
 
+#: ``by_id``'s indexes: id of a run's fence list -> (that list, the ids of its records,
+#: the index). Kept while the list is alive and holds the same records.
+_INDEXES: dict[int, tuple[list, tuple[int, ...], dict[str, dict]]] = {}
+
+
 def by_id(run: dict) -> dict[str, dict]:
-    return {r["id"]: r for r in run.get("fences", []) if r.get("id")}
+    """Fence id -> its record in ``run`` (read-only: the index is shared).
+
+    Built once per fence list, not once per call (the site asks it for every fence of
+    every run, tens of thousands of times a build). The index is reused only while the
+    run holds the very same list with the very same records, in the same order: a
+    replaced, grown, shrunk or reordered list is indexed again. (The index holds the
+    list and its records, so none of their ids can be reused by another object.)
+    """
+    fences = run.get("fences")
+    if not fences:
+        return {}
+    ids = tuple(map(id, fences))
+    kept = _INDEXES.get(id(fences))
+    if kept is not None and kept[0] is fences and kept[1] == ids:
+        return kept[2]
+    index = {r["id"]: r for r in fences if r.get("id")}
+    if len(_INDEXES) >= 256:   # a long-lived process (the test suite) reads many runs
+        _INDEXES.clear()
+    _INDEXES[id(fences)] = (fences, ids, index)
+    return index
 
 
 def counts(run: dict) -> dict[str, int]:

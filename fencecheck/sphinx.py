@@ -17,9 +17,17 @@
 - The record (``fencecheck.record``, from results/*.json): a badge on every
   fence saying what the release matrix found for it, linking to its row on
   the Verified-on page (``_add_badges``), and the ``{record}`` directive that
-  writes that page's parts. When the results or the book's fences change,
-  every page is read again (``_record_outdated``), so no page shows an old
-  record. The fence grid is kept out of the search index (``unsearched_html``).
+  writes that page's parts. Sphinx sees neither results/ nor what a page's
+  badges say, so ``_record_outdated`` reads again each page that renders the
+  record (the ``{record}`` directive's pages) when the record changed, and each
+  chapter whose badges changed (a digest of what they say, kept per page): a
+  page shows no old record, and an unchanged page is not read again. The
+  fence grid is kept out of the search index (``unsearched_html``).
+- ``{book}`name```: what the landing page quotes about the book (``book_numbers``),
+  outside Sphinx's configuration, so a new number reads again the pages that
+  quote it, not the whole book (``_numbers_outdated``).
+- The wheel the downloads install is built once per content (``wheel_version``)
+  and kept outside the output folder, so a fresh output folder gets a copy.
 
 Enabled in ``_config.yml`` under ``sphinx: extra_extensions``.
 """
@@ -33,7 +41,7 @@ from pathlib import Path
 from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx.util import logging
-from sphinx.util.docutils import SphinxDirective
+from sphinx.util.docutils import SphinxDirective, SphinxRole
 
 from . import chapter as chapters
 from . import jupyter, lint, mutation
@@ -91,7 +99,7 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
     base = app.config.html_baseurl
     jupyter.for_jupyter(nb, getattr(app.config, "extlinks", None) or {},
                         base.rstrip("/") + "/" if base else "../../",
-                        app.config.myst_substitutions or {})
+                        {**(app.config.myst_substitutions or {}), **_numbers(app)})
     nb.cells[0:0] = setup_cells(nb, app)
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -302,11 +310,38 @@ def _fold_checks(cell, source) -> None:
     cell.parent.insert(cell.parent.index(cell) + 1, after)
 
 
+def wheel_cache(app) -> Path:
+    """Where built wheels are kept between builds: ``fences_wheel_cache``, else
+    ``.wheels`` beside the output folder (as myst-nb's ``.jupyter_cache``)."""
+    return Path(getattr(getattr(app, "config", None), "fences_wheel_cache", "")
+                or Path(app.outdir).parent / ".wheels")
+
+
 def _ship_wheel(app, exception) -> None:
-    """Build this project's wheel beside the notebooks, its version naming its content
-    (``wheel_version``); nothing to do when that wheel is there already."""
+    """Put this project's wheel beside the notebooks, its version naming its content
+    (``wheel_version``). Built only when no build made that wheel before: it is kept in
+    ``wheel_cache`` (a fresh output folder gets a copy); the folder holds no other."""
     if exception is not None or app.builder.format != "html":
         return
+    import shutil
+
+    name = wheel_name()
+    target = Path(app.outdir) / WHEEL_DIR
+    kept = wheel_cache(app) / name
+    if not kept.exists() and not _build_wheel(kept.parent, name):
+        return
+    if not (target / name).exists():
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(kept, target / f".{name}.part")
+        (target / f".{name}.part").replace(target / name)
+    for old in target.glob("*.whl"):
+        if old.name != name:
+            old.unlink()
+
+
+def _build_wheel(folder: Path, name: str) -> bool:
+    """Build the wheel ``name`` into ``folder`` (the only one kept there); False, and a
+    warning, when pip could not."""
     import shutil
     import subprocess
     import sys
@@ -315,13 +350,8 @@ def _ship_wheel(app, exception) -> None:
     from . import cachekey
 
     root = Path(__file__).resolve().parent.parent
-    target = Path(app.outdir) / WHEEL_DIR
-    if (target / wheel_name()).exists():
-        return
-    target.mkdir(parents=True, exist_ok=True)
-    for old in target.glob("*.whl"):
-        old.unlink()
-    with tempfile.TemporaryDirectory() as tmp:
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory(dir=folder) as out:
         # A copy whose pyproject names the version: setuptools reads no other override.
         shutil.copytree(cachekey.RUNTIME, Path(tmp) / "fences",
                         ignore=shutil.ignore_patterns("__pycache__"))
@@ -330,11 +360,18 @@ def _ship_wheel(app, exception) -> None:
             re.sub(r'(?m)^version = ".*"$', f'version = "{wheel_version()}"', text, count=1))
         shutil.copy(root / "README.md", Path(tmp) / "README.md")
         done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                               "--no-build-isolation", "-w", str(target), tmp],
+                               "--no-build-isolation", "-w", out, tmp],
                               capture_output=True, text=True)
-    if done.returncode != 0:
-        logger.warning(f"could not build the wheel for downloaded notebooks: {done.stderr[-500:]}",
-                       type="fences", subtype="wheel")
+        built = Path(out) / name
+        if done.returncode == 0 and built.exists():
+            for old in folder.glob("*.whl"):
+                old.unlink()
+            built.replace(folder / name)   # whole or not at all: a stopped build leaves none
+            return True
+    logger.warning("could not build the wheel for downloaded notebooks: "
+                   f"{done.stderr[-500:] if done.returncode else f'pip made no {name}'}",
+                   type="fences", subtype="wheel")
+    return False
 
 
 def run_problems(nb) -> list[str]:
@@ -494,21 +531,48 @@ def _named(handler):
 
 
 @_named
-def _book_numbers(app, config) -> None:
-    """The landing page's numbers as MyST substitutions (``{{ index_fences }}``)."""
-    config.myst_substitutions = {**(config.myst_substitutions or {}),
-                                 **book_numbers(Path(app.srcdir))}
+def _numbers(app) -> dict[str, str]:
+    """``book_numbers`` of this build, computed once (the book does not change during it)."""
+    if getattr(app, "_tf_numbers", None) is None:
+        app._tf_numbers = book_numbers(Path(app.srcdir))
+    return app._tf_numbers
+
+
+class BookRole(SphinxRole):
+    """``{book}`index_fences```: one of ``book_numbers``, as text (``wheel_link``: the
+    link to the wheel). Each page remembers what it quoted (``env.tf_quoted``), and is
+    read again when one of those numbers changes (``_numbers_outdated``): the numbers
+    are not Sphinx configuration, whose change would read the whole book again."""
+
+    def run(self):
+        numbers = _numbers(self.env.app)
+        if self.text not in numbers:
+            msg = self.inliner.reporter.error(
+                f"book: no number {self.text!r}; one of {', '.join(numbers)}", line=self.lineno)
+            return [self.inliner.problematic(self.rawtext, self.rawtext, msg)], [msg]
+        value = numbers[self.text]
+        _env_dict(self.env, "tf_quoted").setdefault(self.env.docname, {})[self.text] = value
+        if self.text == "wheel_link":
+            return [nodes.raw("", value, format="html")], []
+        return [nodes.Text(value)], []
+
+
+def _wheel_outdated(app, env, added, changed, removed):
+    """Every page when the wheel's name changed: each one's download menu and its
+    notebook's first cell name it (a new runtime is a new cache, which Sphinx sees as a
+    new configuration anyway; a new pyproject.toml is not)."""
+    name = wheel_name()
+    if getattr(env, "tf_wheel", None) == name:
+        return []
+    env.tf_wheel = name
+    return sorted(env.found_docs)
 
 
 def _numbers_outdated(app, env, added, changed, removed):
-    """The landing page is read again whenever the numbers it quotes change (those
-    ``_book_numbers`` computed at config-inited for this build: read once, not twice)."""
-    numbers = dict(app.config.myst_substitutions or {})
-    if getattr(env, "tf_numbers", None) == numbers:
-        return []
-    env.tf_numbers = numbers
-    root = app.config.root_doc
-    return [root] if root in env.found_docs and root not in added | changed else []
+    """The pages that quote a number of the book (``{book}``), where one they quoted changed."""
+    numbers = _numbers(app)
+    return sorted(doc for doc, quoted in getattr(env, "tf_quoted", {}).items()
+                  if any(numbers.get(k) != v for k, v in quoted.items()))
 
 
 def _repository_buttons(app, config) -> None:
@@ -572,18 +636,87 @@ def _record(app) -> Record:
     return app._tf_record
 
 
-def _record_outdated(app, env, added, changed, removed):
-    """Every page again when the record changed: badges and the Verified-on page show it.
+def _env_dict(env, name: str) -> dict:
+    """``env.<name>``, a dict per page that the environment keeps between builds."""
+    if not isinstance(getattr(env, name, None), dict):
+        setattr(env, name, {})
+    return getattr(env, name)
 
-    Neither Sphinx nor jupyter-cache sees results/*.json, and a chapter's edit
-    can make another page's record stale; reading again costs no execution
-    (the chapters' outputs come from the execution cache).
+
+#: What the extension keeps per page in the environment: the record key a page's
+#: ``{record}`` parts were written from, the digest of its badges, the numbers it quoted.
+PER_PAGE = ("tf_record_pages", "tf_marks", "tf_quoted")
+
+
+def _purge_page(app, env, docname) -> None:
+    for name in PER_PAGE:
+        _env_dict(env, name).pop(docname, None)
+
+
+def _merge_pages(app, env, docnames, other) -> None:
+    """A parallel read's per-page entries, into the main environment."""
+    for name in PER_PAGE:
+        theirs = getattr(other, name, None) or {}
+        _env_dict(env, name).update({d: theirs[d] for d in docnames if d in theirs})
+
+
+def record_page_key(app) -> str:
+    """What a page of ``{record}`` parts is written from: the record (``Record.key``), the
+    chapters' titles and the reference run (the errors page names both)."""
+    if getattr(app, "_tf_record_page_key", None) is None:
+        rec = _record(app)
+        digest = hashlib.sha256(rec.key.encode())
+        digest.update(repr(sorted(chapter_titles(Path(app.srcdir)).items())).encode())
+        digest.update(reference_run(rec.runs).encode())
+        app._tf_record_page_key = digest.hexdigest()
+    return app._tf_record_page_key
+
+
+def page_marks(rec: Record, ids: list[str]) -> tuple[list[tuple[str, records.Badge]], str]:
+    """What the record puts on a chapter page with the fences ``ids``: (fence, its badge)
+    for each fence, and the line under the title. ``_add_badges`` writes exactly this, and
+    ``_record_outdated`` compares its digest."""
+    marks = [(i, records.badge(i, rec.runs, rec.labels.get(i))) for i in ids]
+    return marks, records.page_summary(ids, rec.runs) if ids else ""
+
+
+def marks_digest(rec: Record, ids: list[str]) -> str:
+    return hashlib.sha256(repr((list(ids), page_marks(rec, ids))).encode()).hexdigest()
+
+
+def page_fences(doctree) -> list[str]:
+    """The ids of the fences on a page, in order (the cells' ``fence-id``)."""
+    return [str(ident) for cell in doctree.findall(nodes.container)
+            if cell.get("nb_element") == "cell_code"
+            and (ident := (cell.get("cell_metadata") or {}).get("fence-id"))]
+
+
+def _note_marks(app, doctree) -> None:
+    """Keep, for the page just read, its fences and the digest of their badges."""
+    ids = page_fences(doctree)
+    _env_dict(app.env, "tf_marks")[app.env.docname] = \
+        (ids, marks_digest(_record(app), ids) if ids else "")
+
+
+def _record_outdated(app, env, added, changed, removed):
+    """The pages whose record is not the one they show: each page of ``{record}`` parts
+    when the record changed (``record_page_key``), and each chapter whose badges would
+    say something else (``marks_digest`` of its fences).
+
+    Neither Sphinx nor jupyter-cache sees results/*.json, and a chapter's edit can
+    change another page's record (a stale run). Reading a page again costs no
+    execution (the outputs come from the execution cache); an unchanged page is not.
     """
-    key = _record(app).key
-    if getattr(env, "tf_record_key", None) == key:
-        return []
-    env.tf_record_key = key
-    return sorted(env.found_docs - set(added) - set(changed) - set(removed))
+    rereads = set(added) | set(changed) | set(removed)
+    key = record_page_key(app)
+    out = {doc for doc, was in _env_dict(env, "tf_record_pages").items() if was != key}
+    rec = _record(app)
+    if getattr(env, "tf_marks_key", None) != rec.key:   # badges are a function of the record
+        for doc, (ids, digest) in _env_dict(env, "tf_marks").items():
+            if ids and doc not in rereads and doc not in out and marks_digest(rec, ids) != digest:
+                out.add(doc)
+        env.tf_marks_key = rec.key   # every page's digest is of this record, or it is read again
+    return sorted((out & env.found_docs) - rereads)
 
 
 class unsearched_html(nodes.comment):  # noqa: N801 - docutils dispatches on the class name
@@ -624,6 +757,7 @@ class RecordDirective(SphinxDirective):
             raise self.error(f"record: unknown part {part!r}; one of {', '.join(self.PARTS)}")
         rec = _record(self.env.app)
         here = self.env.docname
+        _env_dict(self.env, "tf_record_pages")[here] = record_page_key(self.env.app)
 
         def url(chapter: str) -> str:
             target = str(Path(chapter).with_suffix("").as_posix())
@@ -660,29 +794,26 @@ def _add_badges(app, doctree, docname) -> None:
 
     Every fence's cell gets the id ``fence-<id>``, which the Verified-on page links to.
     """
-    rec = None
-    ids = []
+    cells = [cell for cell in doctree.findall(nodes.container)
+             if cell.get("nb_element") == "cell_code"
+             and (cell.get("cell_metadata") or {}).get("fence-id")]
+    ids = [str(cell["cell_metadata"]["fence-id"]) for cell in cells]
+    if not ids:
+        return
+    marks, summary = page_marks(_record(app), ids)
     href = app.builder.get_relative_uri(docname, app.config.fences_verified_page)
-    for cell in doctree.findall(nodes.container):
-        if cell.get("nb_element") != "cell_code":
-            continue
-        ident = (cell.get("cell_metadata") or {}).get("fence-id")
-        if not ident:
-            continue
-        rec = rec or _record(app)
-        ids.append(str(ident))
+    for cell, (ident, badge) in zip(cells, marks):
         cell["ids"].append(f"fence-{ident}")
-        badge = records.badge(str(ident), rec.runs, rec.labels.get(str(ident)))
         if badge.kind not in records.NEWS:
             continue
         link = nodes.reference("", badge.text, refuri=f"{href}#fence-{ident}", reftitle=badge.title,
                                classes=["tf-badge", f"tf-badge-{badge.kind}"])
         cell.insert(0, nodes.paragraph("", "", link, classes=["tf-badge-line"]))
     sections = list(doctree.findall(nodes.section))
-    if not ids or not sections:
+    if not sections:
         return
     para = nodes.paragraph(classes=["tf-page-record"])
-    para += nodes.Text(records.page_summary(ids, rec.runs) + " ")
+    para += nodes.Text(summary + " ")
     changes = app.builder.get_relative_uri(docname, app.config.fences_changes_page)
     para += nodes.reference("", "What changed between releases", refuri=changes)
     title = sections[0].next_node(nodes.title)
@@ -711,17 +842,22 @@ def setup(app):
     app.add_config_value("fences_results", "results", "env")
     app.add_config_value("fences_verified_page", "book/verified", "env")
     app.add_config_value("fences_changes_page", "book/changes", "env")
+    app.add_config_value("fences_wheel_cache", "", "")
     app.add_node(unsearched_html, html=(_visit_unsearched_html, None),
                  latex=(_skip, None), text=(_skip, None), man=(_skip, None), texinfo=(_skip, None))
     app.add_directive("record", RecordDirective)
+    app.add_role("book", BookRole())
     app.connect("env-get-outdated", _record_outdated)
+    app.connect("env-purge-doc", _purge_page)
+    app.connect("env-merge-info", _merge_pages)
+    app.connect("doctree-read", _note_marks)
     app.connect("doctree-resolved", _add_badges)
     app.connect("doctree-read", _fold_proofs)
     app.add_directive("cited", Cited)
     app.connect("config-inited", _key_the_cache)
     app.connect("config-inited", _repository_buttons)
-    app.connect("config-inited", _book_numbers)
     app.connect("env-get-outdated", _numbers_outdated)
+    app.connect("env-get-outdated", _wheel_outdated)
     app.connect("doctree-resolved", _executed_with)
     app.connect("build-finished", _ship_wheel)
     app.connect("build-finished", _sweep)
@@ -730,4 +866,7 @@ def setup(app):
     app.connect("source-read", _check_source)
     app.connect("html-page-context", _offer_notebook, priority=500)
     app.connect("html-page-context", _offer_wheel, priority=900)  # after the theme's menu
-    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
+    # env_version: what the environment keeps per page (PER_PAGE) is new in 2, so an
+    # environment of 1 is read again whole
+    return {"version": "2", "env_version": 2, "parallel_read_safe": True,
+            "parallel_write_safe": True}

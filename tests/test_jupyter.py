@@ -288,3 +288,46 @@ def test_the_wheel_is_offered_beside_the_notebook_in_the_download_menu():
     labels = [b["label"] for b in context["header_buttons"][0]["buttons"]]
     assert labels == ["download-notebook-button", "download-wheel-button", "download-source-button"]
     assert not theme.offer_wheel({"header_buttons": []}, "u", "h.whl")
+
+
+def test_the_landing_pages_numbers_are_written_out_in_the_download():
+    """``{book}`name``` (the landing page's numbers) becomes the number the site shows."""
+    from fencecheck import jupyter
+
+    text = jupyter.markdown("the {book}`index_fences` fences, {{ old }}", {}, {}, "../../",
+                            {"index_fences": "455", "old": "x"})
+    assert text == "the 455 fences, x" and not jupyter.LEFT.search(text)
+
+
+def test_the_wheel_is_built_once_and_kept_for_a_fresh_output_folder(tmp_path, monkeypatch):
+    """A build whose output folder lacks the wheel copies the one kept in the wheel cache
+    (no pip run); one that finds neither builds it; a stale wheel in the output goes."""
+    from types import SimpleNamespace as S
+
+    from fencecheck import sphinx
+
+    built = []
+
+    def build(folder, name):
+        built.append(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text("the wheel")
+        return True
+
+    monkeypatch.setattr(sphinx, "_build_wheel", build)
+    app = S(outdir=str(tmp_path / "html"), builder=S(format="html"),
+            config=S(fences_wheel_cache=str(tmp_path / "kept")))
+    shipped = tmp_path / "html" / sphinx.WHEEL_DIR / sphinx.wheel_name()
+    sphinx._ship_wheel(app, None)
+    assert built == [sphinx.wheel_name()] and shipped.read_text() == "the wheel"
+    import shutil
+
+    shutil.rmtree(tmp_path / "html")              # a fresh output folder
+    (shipped.parent).mkdir(parents=True)
+    (shipped.parent / "tensor_fences-0.0.1+gold-py3-none-any.whl").write_text("old")
+    sphinx._ship_wheel(app, None)
+    assert len(built) == 1, "built again though the kept wheel was there"
+    assert [p.name for p in shipped.parent.glob("*.whl")] == [shipped.name]
+    assert shipped.read_text() == "the wheel"
+    assert sphinx.wheel_cache(S(outdir="/x/_build/html", config=S(fences_wheel_cache=""))) \
+        == Path("/x/_build/.wheels")

@@ -595,3 +595,25 @@ def test_a_value_reads_in_words():
 def test_words_reads_a_dict_whose_strings_hold_inf_and_one_with_bare_nan():
     assert record.words("{'a inf b': 'refused', 'c': 'wrote 1'}") == "a inf b: refused; c: wrote 1"
     assert record.words("{'x': nan}") == "x: nan"
+
+
+def test_by_id_is_built_once_per_fence_list_and_again_when_the_list_changes():
+    """The site asks by_id for every fence of every run: it indexes a list once, and
+    never answers from an index of a list that has since changed."""
+    from fencecheck.record import by_id
+
+    a, b = {"id": "a", "outcome": "passed"}, {"id": "b", "outcome": "passed"}
+    run = {"fences": [a, b]}
+    first = by_id(run)
+    assert first == {"a": a, "b": b} and by_id(run) is first   # the same index, not a new one
+    assert by_id(dict(run)) is first        # a copy of the run holds the same list
+    run["fences"].append({"id": "c", "outcome": "failed"})
+    assert set(by_id(run)) == {"a", "b", "c"}                   # grown
+    c2 = {"id": "c2", "outcome": "skipped"}
+    run["fences"][2] = c2
+    assert set(by_id(run)) == {"a", "b", "c2"} and by_id(run)["c2"] is c2   # one replaced
+    run["fences"].reverse()
+    assert list(by_id(run)) == ["c2", "b", "a"]                 # reordered
+    run["fences"] = [b]
+    assert by_id(run) == {"b": b}                               # another list
+    assert by_id({}) == {} and by_id({"fences": []}) == {}

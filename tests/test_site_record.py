@@ -167,18 +167,75 @@ def test_the_grid_is_kept_out_of_search(site):
     assert GRID_ONLY not in index  # the grid is not
 
 
-def test_new_results_make_sphinx_read_every_page_again():
-    """Neither Sphinx nor jupyter-cache sees results/ change: the extension marks every page outdated."""
-    from types import SimpleNamespace
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
-    from fencecheck import sphinx as ext
 
-    app = SimpleNamespace(_tf_record=SimpleNamespace(key="k1"))
-    env = SimpleNamespace(found_docs={"book/a", "book/b", "book/verified"})
-    assert ext._record_outdated(app, env, {"book/a"}, set(), set()) == ["book/b", "book/verified"]
-    assert ext._record_outdated(app, env, set(), set(), set()) == []  # same record: nothing more
-    app._tf_record.key = "k2"
-    assert ext._record_outdated(app, env, set(), set(), set()) == ["book/a", "book/b", "book/verified"]
+def read_pages(out: str) -> set[str]:
+    """The pages a Sphinx build read (its "reading sources... [ 50%] book/a" lines)."""
+    return set(re.findall(r"reading sources\.\.\. \[\s*\d+%\] (\S+)", ANSI.sub("", out)))
+
+
+def test_an_incremental_build_reads_again_exactly_the_pages_whose_record_changed(tmp_path):
+    """Sphinx sees neither results/ nor the badges: the extension reads again the pages
+    whose record changed, and no other. A changed fence record: its page and the
+    Verified-on page, not a chapter whose fences' record is the same, nor the landing
+    page; a record change no badge shows (a run's date): the Verified-on page alone; a
+    new fence: its page, the Verified-on page and the landing page (its count), not the
+    other chapter; a prose edit: that page alone. Each page read again shows the new
+    record."""
+    lay_out(tmp_path)
+    (tmp_path / "book" / "index.md").write_text(
+        HEADER + "# Home\n\nA test book of {book}`index_fences` fences.\n")
+    other = HEADER + "# Chapter B\n\nSome prose.\n\n" + fence("b-holds", HOLDS)
+    (tmp_path / "book" / "b.md").write_text(other)
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/index\nchapters:\n"
+                                       "  - file: book/a\n  - file: book/b\n  - file: book/verified\n")
+    for path in (tmp_path / "results").glob("*.json"):   # b's fence held on every release
+        run = json.loads(path.read_text())
+        run["fences"].append({**run["fences"][0], "id": "b-holds", "chapter": "book/b.md", "cell": 0})
+        run["chapters"]["book/b.md"] = record.chapter_digest([HOLDS])
+        path.write_text(json.dumps(run))
+    jb = Path(sys.executable).with_name("jupyter-book")
+
+    def build() -> set[str]:
+        proc = subprocess.run([str(jb), "build", str(tmp_path), "-W", "-n", "--keep-going"],
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return read_pages(proc.stdout)
+
+    def page(name: str) -> str:
+        return (tmp_path / "_build" / "html" / "book" / f"{name}.html").read_text()
+
+    everything = {"book/index", "book/a", "book/b", "book/verified"}
+    assert build() == everything
+    assert "A test book of 5 fences." in page("index")
+    assert build() == set()   # nothing changed: nothing read
+    newest = tmp_path / "results" / "2.15.0.json"
+    run = json.loads(newest.read_text())
+    flag = next(r for r in run["fences"] if r["id"] == "flag-check")
+    flag["observed"]["x.flag"] = "False"   # True on 2.11.0 only now
+    newest.write_text(json.dumps(run))
+    assert "changed in 2.11.0: False → True" in page("a")
+    shown = page("verified")
+    assert build() == {"book/a", "book/verified"}
+    from fencecheck.sphinx import Record, page_marks
+
+    (_, now), = page_marks(Record(tmp_path, tmp_path / "results"), ["flag-check"])[0]
+    assert now.kind == "changed" and "2.15.0" in now.text, now
+    assert [b[2] for b in badges(page("a")) if "flag-check" in b[1]] == [now.text]
+    assert page("verified") != shown and now.text.split(": ", 1)[1] in page("verified")
+    run["date"] = "2027-01-02"
+    newest.write_text(json.dumps(run))
+    assert build() == {"book/verified"}
+    assert "2027-01-02" in page("verified")
+    (tmp_path / "book" / "b.md").write_text(other + "\n" + fence("b-new", HOLDS.replace("1 + 1", "2 + 2")))
+    assert build() == {"book/b", "book/verified", "book/index"}
+    assert "A test book of 6 fences." in page("index")
+    assert 'id="fence-b-new"' in page("b")
+    (tmp_path / "book" / "b.md").write_text(other.replace("Some prose", "Some more prose")
+                                            + "\n" + fence("b-new", HOLDS.replace("1 + 1", "2 + 2")))
+    assert build() == {"book/b"}
+    assert "Some more prose" in page("b")
 
 
 def test_grid_node_is_skipped_by_the_search_indexer():
