@@ -64,8 +64,9 @@ book: $(SITE)
 # here, named, and the site is left as it was.
 # The site is built into a private folder ($(PRIVATE), Sphinx's incremental state with
 # it) and published to $(HTML) only when the build succeeds: a failed or stopped build
-# leaves the last good site (and starts the next build afresh: Sphinx would not repeat
-# the warnings of pages it does not read again). A chapter taken out of the book loses
+# leaves the last good site, and Sphinx's environment is removed, so the next build
+# reads every page again (it would not repeat the warnings of pages it does not read
+# again; the pages and the wheel it wrote are kept). A chapter taken out of the book loses
 # its pages (fencecheck.sphinx sweeps them).
 # -n: nitpicky, -W: every warning is an error, --keep-going: report them all.
 # Ctrl-C or SIGTERM (make passes it to this shell) stops the build and everything it
@@ -73,10 +74,11 @@ book: $(SITE)
 # which the trap ends whole (a kernel, in a session of its own, ends when its parent does).
 PRIVATE ?= _build/.site
 BUILT   := $(PRIVATE)/_build/html
+DOCTREES = $(PRIVATE)/_build/.doctrees
 $(SITE): $(STAMP) $(INPUTS)
 	set -m; step=; \
 	    stop() { trap - INT TERM; kill -TERM -- $${step:+-$$step} 2>/dev/null; \
-	             wait; rm -rf $(PRIVATE); echo "make book: stopped" >&2; exit 130; }; \
+	             wait; rm -rf $(DOCTREES); echo "make book: stopped" >&2; exit 130; }; \
 	    trap stop INT TERM; \
 	    $(BIN)/python -m fencecheck.preflight . & step=$$!; wait $$step || exit 2; \
 	    mkdir -p $(PRIVATE); \
@@ -89,7 +91,7 @@ $(SITE): $(STAMP) $(INPUTS)
 	    fi; \
 	    $(BIN)/jupyter-book build . --path-output $(PRIVATE) -n -W --keep-going & step=$$!; \
 	    built=0; wait $$step || built=$$?; \
-	    if [ $$built -ne 0 ]; then rm -rf $(PRIVATE); exit $$built; fi; \
+	    if [ $$built -ne 0 ]; then rm -rf $(DOCTREES); exit $$built; fi; \
 	    rm -rf $(HTML).new $(HTML).old; cp -a $(BUILT) $(HTML).new; \
 	    if [ -e $(HTML) ]; then mv $(HTML) $(HTML).old; fi; \
 	    mv $(HTML).new $(HTML); rm -rf $(HTML).old

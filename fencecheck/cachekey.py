@@ -71,9 +71,9 @@ def key() -> str:
     and of the versions of what a chapter's kernel can import (``kernel_packages``).
 
     The release matrix's results (results/*.json) are not part of it: no
-    executed page reads them. The Sphinx extension renders them, and reads
-    every page again when they change (``fencecheck.sphinx._record_outdated``),
-    so new results cost no execution.
+    executed page reads them. The Sphinx extension renders them, and reads again
+    the pages whose part of the record changed (``fencecheck.sphinx``), so new
+    results cost no execution.
 
     torch is not imported (that costs seconds): its version file, which names the
     release, the git commit and the CUDA/ROCm version it was built for, is hashed.
