@@ -92,13 +92,13 @@ def key() -> str:
 #: The one list of dependencies; its ``book`` extra is what a chapter's kernel imports.
 PYPROJECT = VERIFIER.parent / "pyproject.toml"
 #: Imported by the kernel too, outside the ``book`` extra: ``fences.glue`` publishes
-#: through myst-nb.
+#: through myst-nb (its version is in the key; what it requires, Sphinx's stack, is not).
 ALSO_IN_KERNEL = ("myst-nb",)
 
 
 def kernel_packages(pyproject: Path = PYPROJECT) -> list[str]:
     """``name==version`` of every installed distribution a chapter's kernel can import:
-    the ``book`` extra of ``pyproject`` and ``ALSO_IN_KERNEL``, with all they require,
+    the ``book`` extra of ``pyproject`` with all it requires, and ``ALSO_IN_KERNEL``,
     resolved in this environment (markers evaluated, extras followed), sorted. A tool no
     chapter imports (pypdf, playwright, jupyter-book) is not in it. The extra is read
     from pyproject.toml, not from the installed metadata, which an in-tree
@@ -110,8 +110,13 @@ def kernel_packages(pyproject: Path = PYPROJECT) -> list[str]:
 
     book = tomllib.loads(Path(pyproject).read_text(encoding="utf-8"))["project"][
         "optional-dependencies"]["book"]
-    roots = [Requirement(line) for line in book] + [Requirement(n) for n in ALSO_IN_KERNEL]
+    roots = [Requirement(line) for line in book]
     seen: dict[tuple[str, tuple], str] = {}
+    for name in ALSO_IN_KERNEL:   # its own version: the kernel calls one function of it
+        try:
+            seen[canonicalize_name(name), ()] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
     todo = [(r.name, tuple(sorted(r.extras))) for r in roots if r.marker is None or r.marker.evaluate()]
     while todo:
         name, extras = todo.pop()
@@ -158,7 +163,7 @@ def log_execution(root: Path, chapter: str, executor: str) -> None:
 
     path = Path(root) / "_build" / EXECUTIONS
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\t{chapter}\t{executor}\t{key()}\n"
+    line = f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime())}\t{chapter}\t{executor}\t{key()}\n"
     with open(path, "a", encoding="utf-8") as log:   # one short write: lines do not interleave
         log.write(line)
 
@@ -176,7 +181,22 @@ def executions(root: Path, since: str = "") -> dict[tuple[str, str], int]:
 
 
 def main(argv: list[str]) -> int:
-    """Print the cache folder for ``_build`` (or the folder given): what the build reads."""
+    """Print the cache folder for ``_build`` (or the folder given): what the build reads.
+    ``--executions SINCE MOST``: how many times each chapter was executed on this torch
+    since SINCE (an ISO time, UTC), from the log; fails if one was more than MOST times."""
+    if argv[:1] == ["--executions"]:
+        since, most = argv[1], int(argv[2])
+        here = key().split()[0]      # torch=<release>: the runs on this torch, any executor
+        counts: dict[str, int] = {}
+        for (chapter, run_key), n in executions(Path("."), since).items():
+            if run_key.split()[:1] == [here]:
+                counts[chapter] = counts.get(chapter, 0) + n
+        for chapter, n in sorted(counts.items()):
+            print(f"executed {n} time(s) on {here}: {chapter}")
+        over = [c for c, n in counts.items() if n > most]
+        print(f"executions: {len(counts)} chapter(s), at most {max(counts.values(), default=0)} "
+              f"time(s) each on {here} (goal: at most {most})")
+        return 1 if over else 0
     print(cache_path(Path(argv[0] if argv else "_build") / ".jupyter_cache"))
     return 0
 

@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from check_site import is_lesson, report, serve, toc_pages  # noqa: E402
 
+from fencecheck import cachekey  # noqa: E402
 from fencecheck.releases import REFERENCE  # noqa: E402
 from fencecheck.sphinx import WHEEL_DIR  # noqa: E402
 
@@ -295,6 +296,7 @@ def main(argv: list[str]) -> int:
                 failures += report(f"{name}: reads as Jupyter Markdown", reading_problems(nb))
                 download(f"{url}/{WHEEL_DIR}/{wheels[-1].name}", work / wheels[-1].name)
                 start = time.monotonic()
+                cachekey.log_execution(ROOT, f"{name}.md", "downloaded notebook")
                 run = subprocess.run([str(python.parent / "jupyter-execute"), "--timeout=600",
                                       str(nb)], cwd=work, capture_output=True, text=True)
                 ok = run.returncode == 0
