@@ -20,6 +20,9 @@
   writes that page's parts. When the results or the book's fences change,
   every page is read again (``_record_outdated``), so no page shows an old
   record. The fence grid is kept out of the search index (``unsearched_html``).
+- The site search: English whose index and query stem words alike
+  (``fencecheck.search``), and each message on the errors page an index entry,
+  so the whole message pasted into the search box finds it.
 
 Enabled in ``_config.yml`` under ``sphinx: extra_extensions``.
 """
@@ -32,11 +35,12 @@ from pathlib import Path
 
 from docutils import nodes
 from docutils.parsers.rst import directives
+from sphinx import addnodes
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
 from . import chapter as chapters
-from . import jupyter, lint, mutation
+from . import jupyter, lint, mutation, search
 from . import record as records
 from . import verified
 from .upstream import myst_nb, theme
@@ -643,8 +647,13 @@ class RecordDirective(SphinxDirective):
             text = mutation.section_html(Path(self.env.app.srcdir))
         elif part == "errors":
             ref = reference_run(rec.runs)
-            text = verified.errors_html(records.errors(rec.runs, rec.current, ref), url, ref,
-                                        chapter_titles(Path(self.env.app.srcdir)))
+            raised = records.errors(rec.runs, rec.current, ref)
+            text = verified.errors_html(raised, url, ref, chapter_titles(Path(self.env.app.srcdir)))
+            # Each message an index entry at its own entry: a pasted message is found.
+            index = addnodes.index(entries=[
+                ("single", words, anchor, "main", None)
+                for anchor, found in verified.error_anchors(raised) for words in found])
+            return [index, nodes.raw("", text, format="html")]
         else:
             node = unsearched_html()
             node["html"] = verified.grid_html(rec.runs, rec.current, url)
@@ -710,4 +719,8 @@ def setup(app):
     app.connect("source-read", _check_source)
     app.connect("html-page-context", _offer_notebook, priority=500)
     app.connect("html-page-context", _offer_wheel, priority=900)  # after the theme's menu
-    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
+    # The search index's stems live in the saved environment: a new stemming rule
+    # (fencecheck.search) is a new env_version, so no page keeps the old stems.
+    app.add_search_language(search.BookEnglish)
+    return {"version": "1", "env_version": search.ENV_VERSION,
+            "parallel_read_safe": True, "parallel_write_safe": True}
