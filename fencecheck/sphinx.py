@@ -697,6 +697,13 @@ def _add_badges(app, doctree, docname) -> None:
     title.parent.insert(title.parent.index(title) + 1, para)
 
 
+def _search_scorer(app, config) -> None:
+    """The site search ranks a page first for a message it lists with other numbers
+    (fencecheck/scorer.js), unless the book's configuration names its own scorer."""
+    if not config.html_search_scorer:
+        config.html_search_scorer = str(Path(__file__).with_name("scorer.js"))
+
+
 def setup(app):
     app.add_config_value("fences_results", "results", "env")
     app.add_config_value("fences_verified_page", "book/verified", "env")
@@ -711,6 +718,7 @@ def setup(app):
     app.connect("config-inited", _key_the_cache)
     app.connect("config-inited", _repository_buttons)
     app.connect("config-inited", _book_numbers)
+    app.connect("config-inited", _search_scorer)
     app.connect("env-get-outdated", _numbers_outdated)
     app.connect("doctree-resolved", _executed_with)
     app.connect("build-finished", _ship_wheel)
