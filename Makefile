@@ -50,7 +50,7 @@ $(STAMP): pyproject.toml
 # folder count too: upgrading torch, numpy or myst-nb makes the site stale.
 HTML   := _build/html
 SITE   := $(HTML)/index.html
-INPUTS := _config.yml _toc.yml $(wildcard book/*.md fences/*.py fencecheck/*.py \
+INPUTS := _config.yml _toc.yml $(wildcard book/*.md fences/*.py fencecheck/*.py fencecheck/*.js \
           fencecheck/upstream/*.py results/*.json _static/*) \
           $(wildcard mutate-results.json) \
           $(wildcard $(VENV)/lib/python3*/site-packages) \

@@ -28,6 +28,9 @@
   quote it, not the whole book (``_numbers_outdated``).
 - The wheel the downloads install is built once per content (``wheel_version``)
   and kept outside the output folder, so a fresh output folder gets a copy.
+- The site search: English whose index and query stem words alike
+  (``fencecheck.search``), and each message on the errors page an index entry,
+  so the whole message pasted into the search box finds it.
 
 Enabled in ``_config.yml`` under ``sphinx: extra_extensions``.
 """
@@ -40,11 +43,12 @@ from pathlib import Path
 
 from docutils import nodes
 from docutils.parsers.rst import directives
+from sphinx import addnodes
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective, SphinxRole
 
 from . import chapter as chapters
-from . import jupyter, lint, mutation
+from . import jupyter, lint, mutation, search
 from . import record as records
 from . import verified
 from .upstream import myst_nb, theme
@@ -778,8 +782,13 @@ class RecordDirective(SphinxDirective):
             text = mutation.section_html(Path(self.env.app.srcdir))
         elif part == "errors":
             ref = reference_run(rec.runs)
-            text = verified.errors_html(records.errors(rec.runs, rec.current, ref), url, ref,
-                                        chapter_titles(Path(self.env.app.srcdir)))
+            raised = records.errors(rec.runs, rec.current, ref)
+            text = verified.errors_html(raised, url, ref, chapter_titles(Path(self.env.app.srcdir)))
+            # Each message an index entry at its own entry: a pasted message is found.
+            index = addnodes.index(entries=[
+                ("single", words, anchor, "main", None)
+                for anchor, found in verified.error_anchors(raised) for words in found])
+            return [index, nodes.raw("", text, format="html")]
         else:
             node = unsearched_html()
             node["html"] = verified.grid_html(rec.runs, rec.current, url)
@@ -838,6 +847,13 @@ def _sweep(app, exception) -> None:
             stale.unlink(missing_ok=True)
 
 
+def _search_scorer(app, config) -> None:
+    """The site search ranks a page first for a message it lists with other numbers
+    (fencecheck/scorer.js), unless the book's configuration names its own scorer."""
+    if not config.html_search_scorer:
+        config.html_search_scorer = str(Path(__file__).with_name("scorer.js"))
+
+
 def setup(app):
     app.add_config_value("fences_results", "results", "env")
     app.add_config_value("fences_verified_page", "book/verified", "env")
@@ -856,6 +872,7 @@ def setup(app):
     app.add_directive("cited", Cited)
     app.connect("config-inited", _key_the_cache)
     app.connect("config-inited", _repository_buttons)
+    app.connect("config-inited", _search_scorer)
     app.connect("env-get-outdated", _numbers_outdated)
     app.connect("env-get-outdated", _wheel_outdated)
     app.connect("doctree-resolved", _executed_with)
@@ -866,7 +883,9 @@ def setup(app):
     app.connect("source-read", _check_source)
     app.connect("html-page-context", _offer_notebook, priority=500)
     app.connect("html-page-context", _offer_wheel, priority=900)  # after the theme's menu
-    # env_version: what the environment keeps per page (PER_PAGE) is new in 2, so an
-    # environment of 1 is read again whole
-    return {"version": "2", "env_version": 2, "parallel_read_safe": True,
-            "parallel_write_safe": True}
+    # The search index's stems live in the saved environment: a new stemming rule
+    # (fencecheck.search) is a new env_version, so no page keeps the old stems; what the
+    # environment keeps per page (PER_PAGE) is new in 2. Either is a new version.
+    app.add_search_language(search.BookEnglish)
+    return {"version": "2", "env_version": 10 * 2 + search.ENV_VERSION,
+            "parallel_read_safe": True, "parallel_write_safe": True}

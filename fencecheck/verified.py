@@ -214,6 +214,24 @@ def grid_html(runs: list[dict], current: list[Fence], url: Url) -> str:
     return legend + "".join(out)
 
 
+def error_anchors(raised: list[record.Raised]) -> list[tuple[str, list[str]]]:
+    """For each message on the errors page, in order: the id of its entry
+    (``message-<fence>-<n>``) and the words to find it by, as the site search's index
+    entries: the message as printed (``Kind: message``, its whitespace made single
+    spaces, as a one-line search box holds a pasted message), then each other
+    release's words. Sphinx's search lists a page first when the whole query is part of
+    one of its index entries; a ``;`` splits an entry into parts, so a message holding
+    one is left to the full-text search."""
+    out, seen = [], {}
+    for r in raised:
+        n = seen[r.fence.id] = seen.get(r.fence.id, 0) + 1
+        words = [" ".join(f"{k}: {m}".split())
+                 for k, m in [(r.kind, r.message), *r.elsewhere.values()]]
+        out.append((f"message-{r.fence.id}-{n}",
+                    [w for i, w in enumerate(words) if ";" not in w and w not in words[:i]]))
+    return out
+
+
 def errors_html(raised: list[record.Raised], url: Url, reference: str, titles: dict[str, str]) -> str:
     """The errors page's body: each message a fence proves, grouped by chapter, in full as
     the ``reference`` run gave it, with the call that raises it, what it means (the
@@ -223,7 +241,7 @@ def errors_html(raised: list[record.Raised], url: Url, reference: str, titles: d
         return ('<p class="tf-note">No messages recorded yet: run <code>make matrix</code> '
                 '(the record holds each fence\'s messages).</p>')
     out, chapter = [], None
-    for r in raised:
+    for r, (anchor, _) in zip(raised, error_anchors(raised)):
         if r.fence.chapter != chapter:
             chapter = r.fence.chapter
             out.append(f'<h2 class="tf-errors-chapter">{esc(titles.get(chapter, Path(chapter).stem))}</h2>')
@@ -231,7 +249,7 @@ def errors_html(raised: list[record.Raised], url: Url, reference: str, titles: d
         other = "".join(
             f"<li>{esc(k)}: <code>{esc(kind)}: {esc(msg)}</code></li>" for k, (kind, msg) in r.elsewhere.items())
         out.append(
-            '<div class="tf-error">'
+            f'<div class="tf-error" id="{esc(anchor)}">'
             f'<p class="tf-error-message"><code>{esc(r.kind)}: {esc(r.message)}</code></p>'
             + (f'<p>Raised by:</p>{calls}' if calls else "")
             + f'<p>What it means: {esc(r.fence.proves)}</p>'

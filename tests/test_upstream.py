@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("name", ["nbval", "myst_nb", "jupyter_cache", "theme"])
+@pytest.mark.parametrize("name", ["nbval", "myst_nb", "jupyter_cache", "theme", "sphinx"])
 def test_upstream_has_the_shape_we_rely_on(name):
     importlib.import_module(f"fencecheck.upstream.{name}").check()
 

@@ -577,10 +577,10 @@ def error_messages(page, url: str) -> list[tuple[str, str]]:
 
 
 #: The share of the errors page's messages whose explanation the site search must list in
-#: its first ERROR_RANK results. Not every one: Sphinx's search requires every word of a
-#: query, and its index and its query stem some words differently ("Use", "received"),
-#: so a pasted message can find nothing (the misses are printed; raise it as they go).
-ERROR_GOAL = 0.8
+#: its first ERROR_RANK results: every one. Each message is an index entry of the errors
+#: page (a query inside an entry ranks first), and the index and the query stem every
+#: word alike (fencecheck.search), so the full-text search finds a message too.
+ERROR_GOAL = 1.0
 
 
 def explaining_pages(found: list[tuple[str, str]]) -> dict[str, set[str]]:
@@ -841,15 +841,20 @@ def main(argv: list[str]) -> int:
                 # the check can fail: a message no page holds is not found
                 if not check_error_search(page, url, "zqxvj wombat flux capacitor", ERRORS):
                     problems.append("self-test: a message on no page passed the search check")
-                misses = []
                 messages = explaining_pages(found)
+                # a reader's message has their own numbers: the book's with others is found
+                numbered = next((m for m in messages if re.search(r"\d", m) and ";" not in m), "")
+                other = re.sub(r"\d+", lambda d: str(int(d.group()) + 7), numbered)
+                if numbered and check_error_search(page, url, other, ERRORS):
+                    problems.append(f"a message with other numbers is not found: {other[:90]!r}")
+                misses = []
                 for message, explained in messages.items():
                     misses += check_error_search(page, url, message, explained)
                 page.close()
                 share = 1 - len(misses) / len(messages) if messages else 0
                 print(f"     errors search: {len(messages) - len(misses)} of {len(messages)} "
                       f"messages ({share:.0%}) find a page that explains them in the first "
-                      f"{ERROR_RANK}; misses:", flush=True)
+                      f"{ERROR_RANK}" + ("; misses:" if misses else ""), flush=True)
                 for miss in misses:
                     print(f"       {miss}")
                 if share < ERROR_GOAL:
@@ -857,7 +862,7 @@ def main(argv: list[str]) -> int:
                                     f"of {ERROR_GOAL:.0%}")
                 checks += 1
                 failures += report(f"search: the messages on the errors page find their "
-                                   f"explanation (at least {ERROR_GOAL:.0%})", problems)
+                                   f"explanation ({ERROR_GOAL:.0%} of them)", problems)
             problems = check_badge_link(browser, url, [n for n in pages if n != VERIFIED])
             checks += 1
             failures += report("a badge opens its row on the Verified-on page", problems)

@@ -1,0 +1,59 @@
+"""The site search's language (fencecheck.search): the index and the query stem alike."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fencecheck import search, verified
+from fencecheck.record import Fence, Raised
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Words where Sphinx 7.4's English index and page search disagree (the module's list).
+TRICKY = ["one", "its", "s", "tensor's", "constructor", "constructors", "__proto__", "vs",
+          "analogies", "Use", "received", "the", "is", "0s"]
+
+
+def book_words() -> list[str]:
+    text = " ".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "book").glob("*.md")))
+    return sorted({w.lower() for w in re.findall(r"\w+", text)} | {w.lower() for w in TRICKY})
+
+
+def test_the_rule_on_the_words_sphinx_english_gets_wrong():
+    lang = search.BookEnglish({})
+    assert [lang.stem(w) for w in ("one", "its", "s", "constructor", "__proto__", "received")] \
+        == ["one", "its", "s", "constructor_", "__proto___", "receiv"]
+    assert lang.stem("Tensors") == "tensor"
+    # a stopword stays a stopword, so the index drops it as the query does
+    assert not lang.word_filter(lang.stem("the"))
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node to run the page's stemmer")
+def test_the_page_stems_every_word_of_the_book_as_the_index_does():
+    """The page's Stemmer (what language_data.js holds) against the Python side, on every
+    word of the book's chapters, with the stopwords the page is given."""
+    lang = search.BookEnglish({})
+    words = book_words()
+    script = (f"var stopwords = {json.dumps(sorted(lang.stopwords))};\n{search.JS_STEMMER}\n"
+              f"const s = new Stemmer();\n"
+              f"console.log(JSON.stringify({json.dumps(words)}.map(w => s.stemWord(w))));")
+    out = subprocess.run(["node", "-e", script], capture_output=True, text=True, check=True,
+                         timeout=60).stdout
+    page = json.loads(out)
+    differ = [(w, lang.stem(w), p) for w, p in zip(words, page) if lang.stem(w) != p]
+    assert len(words) > 1000 and differ == []
+
+
+def test_each_message_is_an_index_entry_at_its_own_anchor():
+    f = Fence("a-raise", "book/a.md", 0, "c0", "Sums", "a claim")
+    found = [Raised(f, "RuntimeError", "new\n   words", {"2.8.0": ("RuntimeError", "old words")}),
+             Raised(f, "ValueError", "no data; none", {})]
+    anchors = verified.error_anchors(found)
+    assert anchors == [("message-a-raise-1", ["RuntimeError: new words", "RuntimeError: old words"]),
+                       ("message-a-raise-2", [])]   # a ";" would split the entry
+    html = verified.errors_html(found, lambda c: "a.html", "2.13.0+cpu", {})
+    assert '<div class="tf-error" id="message-a-raise-1">' in html
