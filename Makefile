@@ -19,10 +19,12 @@ BIN    := $(VENV)/bin
 WANTED := $(TORCH) $(TORCH_INDEX) $(EXTRAS)
 STAMP  := $(VENV)/.installed-$(shell printf '%s' '$(WANTED)' | cksum | cut -d' ' -f1)
 
-.PHONY: help book test matrix matrix-report mutate check-site check-site-tools pdf bench clean ci ci-book
+.PHONY: help book live test matrix matrix-report mutate check-site check-site-tools pdf bench clean ci ci-book
 
 help:
 	@echo "make book        build the site into _build/html, executing every fence"
+	@echo "make live        preview the site while you write: rebuilt and reloaded in the browser"
+	@echo "                 on each save (http://127.0.0.1:8000; LIVE_PORT= for another port)"
 	@echo "make test        run every chapter's fences and the tests of the tooling under pytest"
 	@echo "make matrix      run every fence on each supported torch release; writes results/ and"
 	@echo "                 _build/matrix-report.md (RELEASES=\"2.8.0 newest\" runs some)"
@@ -96,6 +98,22 @@ $(SITE): $(STAMP) $(INPUTS)
 	    if [ -e $(HTML) ]; then mv $(HTML) $(HTML).old; fi; \
 	    mv $(HTML).new $(HTML); rm -rf $(HTML).old
 	@test -f $@ && touch $@
+
+# A live preview for authors: sphinx-autobuild with the build's own Sphinx configuration
+# (jupyter-book writes it as conf.py, here into _build/live/, its paths made absolute).
+# Before each rebuild, the chapters the execution cache lacks run through the test
+# plugin, as in `make book`, so the preview renders the same stored runs. Warnings are
+# shown, not fatal: the preview is for writing; `make book` is the check.
+LIVE_PORT ?= 8000
+live: $(STAMP)
+	@$(BIN)/python -c "import sphinx_autobuild" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[live]' '$(TORCH)'
+	mkdir -p _build/live
+	$(BIN)/jupyter-book config sphinx . >/dev/null
+	sed -e "s#'_static#'$(CURDIR)/_static#g" -e "s#'_toc.yml'#'$(CURDIR)/_toc.yml'#" conf.py > _build/live/conf.py
+	rm conf.py
+	$(BIN)/sphinx-autobuild . _build/live/html -c _build/live --port $(LIVE_PORT) \
+	    --ignore '$(CURDIR)/_build/*' --ignore '$(CURDIR)/.git/*' --ignore '*.ipynb' \
+	    --pre-build '$(BIN)/python -m fencecheck.executed . --run'
 
 # Every chapter runs in a fresh kernel of its own, here as in CI and the matrix.
 # One worker per core; a chapter's cells stay on one worker (one kernel). A chapter whose

@@ -2,6 +2,7 @@
 the run kept in the execution cache (``Stored``), and which chapters lack one.
 
     python -m fencecheck.executed          # the chapters the cache holds no run of (make book)
+    python -m fencecheck.executed --run    # and run them, storing each (make live)
 
 The test plugin (``fencecheck.pytest_plugin``) executes a chapter in a fresh kernel and
 stores the run in the execution cache the site build reads (``fencecheck.cachekey``:
@@ -175,10 +176,19 @@ def main(argv: list[str]) -> int:
     from .chapter import parse_cache_dir, prune_parsed
 
     prune_parsed(parse_cache_dir())
+    run = "--run" in argv
+    argv = [a for a in argv if a != "--run"]
     root = Path(argv[0] if argv else ".").resolve()
-    for path in missing(root):
-        print(path.relative_to(root).as_posix())
-    return 0
+    lacking = [path.relative_to(root).as_posix() for path in missing(root)]
+    if not run:
+        print("\n".join(lacking))
+        return 0
+    if not lacking:
+        return 0
+    import subprocess   # --run: execute them through the test plugin, which stores each run
+
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *lacking],
+                          cwd=root).returncode
 
 
 if __name__ == "__main__":
