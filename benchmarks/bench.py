@@ -1,40 +1,32 @@
-"""How fast is the verify loop, against its floor?
+"""How fast is the author's loop and the verify loop, against their floors?
 
-    python benchmarks/bench.py [--runs N] [--only floor,book-tests,edit,...]     (make bench)
+    python benchmarks/bench.py [--runs N] [--only prose,sphinx-prose,...]     (make bench)
 
-Measures on this machine, round by round (each measure once per round, N
-rounds), and prints a table of medians:
+Measures on this machine, round by round (each measure once per round, N rounds), and
+prints a table of medians, then the ratios against their goals (``TARGETS``, issue #52),
+each ratio taken within one run:
 
-- floor: every fence's code executed once, chapter after chapter, in one
-  Python process (one torch import, a fresh namespace per chapter). No
-  kernel, no pytest, no Sphinx: the least work that re-verifies the book.
-- cold build: `make book` after removing _build.
-- warm build: `make book` again with nothing changed.
-- edit: `make book` after one code cell of a lesson chapter (views.md) changed:
-  that chapter re-executes in a fresh kernel, then Sphinx re-renders.
-- prose (``--only prose``): `make book` after one Markdown paragraph of the same
-  chapter changed: Sphinx alone, nothing executed.
-- kernel (``--only kernel``): a fresh Jupyter kernel importing what a chapter
-  imports, then shut down: what re-executing any edited chapter costs at least.
-- book-tests: `make test PYTEST_ARGS=book`: every chapter's fences under pytest, in
-  a fresh kernel each, with the state guard: the harness's cost over the floor.
-- test: `make test` wall time, everything run (the chapters and the tooling's own
-  tests: the must-fail corpus, the small site builds, the mutate runs), .venv present.
-- test-reuse (``--only test-reuse``): `make test` with ``FENCES_REUSE_OUTCOMES=1``,
-  the tooling's subprocess proofs reused while their inputs are unchanged (opt-in).
-- mutate (``--only mutate``): `tools/mutate.py --fresh` over the whole book, every
-  mutant of every fence run, nothing reused; timed whatever its verdict.
+- floor: every fence's code executed once, chapter after chapter, in one Python process
+  (one torch import, a fresh namespace per chapter): the least work that re-verifies it.
+- prose: `make book` after a one-word prose edit of views.md.
+- sphinx-prose: Sphinx's own incremental build of the same edit (`jupyter-book build`
+  into the same private folder, nothing else).
+- code: `make book` after a one-number code-cell edit of views.md (that chapter runs
+  again, under the test plugin, and Sphinx re-renders).
+- chapter: views.md executed in a fresh kernel (nbclient): what the code edit costs at least.
+- live: `make live` running, the prose edit saved: seconds until the open page shows it.
+- test: `make test` as it runs (the execution cache warm: chapters read back).
+- test-fresh (``--only test-fresh``): `make test FRESH=1`: every chapter executed.
+- kernel, mutate (``--only``): a fresh kernel importing what a chapter imports; `tools/mutate.py --fresh`.
 
-Then the ratios against their targets (``TARGETS``): the chapters under pytest within
-1.3 times the floor, the cold build within 3 times, a warm build a tenth of a cold
-one, and the views edit in 8 s.
+Also printed: the tooling's size, tracked .py outside tests/, book/, benchmarks/ and
+conftest.py (goal: at most 4,800 lines).
 """
 from __future__ import annotations
 
 import argparse
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
@@ -45,8 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PYTHON = ROOT / ".venv" / "bin" / "python"
 sys.path.insert(0, str(ROOT))
 from fencecheck.chapter import cell_timeout  # noqa: E402 - the cell timeout's one reader
-TARGETS = {"book-tests / floor": 1.3, "cold build / floor": 3.0, "warm / cold build": 0.10,
-           "book after one views code-cell edit (s)": 8.0}
+TARGETS = {"prose / sphinx-prose": 1.3, "code / (chapter + prose)": 1.3,
+           "live / sphinx-prose": 1.3, "test / floor": 2.0}
+TOOLING_GOAL = 4800
 
 FLOOR = r"""
 import os, sys, time
@@ -82,62 +75,124 @@ def floor() -> float:
     return time.perf_counter() - start
 
 
-def book_tests() -> float:
-    """Every chapter's fences under pytest (fresh kernels, the state guard), nothing else."""
-    return timed(["make", "test", "PYTEST_ARGS=book"])
-
-
 def test() -> float:
-    """`make test` as it runs by default: every test run, no outcome reused."""
+    """`make test` as it runs by default: every test run, no proof reused, chapters whose
+    run the execution cache holds read back."""
     return timed(["make", "test"], env={**os.environ, "FENCES_REUSE_OUTCOMES": ""})
 
 
-def test_reuse() -> float:
-    """`make test` with the opt-in reuse of the tooling's subprocess proofs."""
-    return timed(["make", "test"], env={**os.environ, "FENCES_REUSE_OUTCOMES": "1"})
-
-
-def cold() -> float:
-    shutil.rmtree(ROOT / "_build", ignore_errors=True)
-    return timed(["make", "book"])
+def test_fresh() -> float:
+    return timed(["make", "test", "FRESH=1"], env={**os.environ, "FENCES_REUSE_OUTCOMES": ""})
 
 
 EDITED = ROOT / "book" / "views.md"
+WORD = "one flat run of elements"   # a prose line of views.md; "run" is the word changed
 
 
-def edit() -> float:
-    """`make book` after editing one code cell of a lesson chapter (a line added to its
-    first fence: a new cell source, so the chapter re-executes)."""
-    if not (ROOT / "_build" / "html" / "index.html").exists():
-        timed(["make", "book"])
-    original = EDITED.read_text()
-    start = original.index(":fence-id: views-hook\n")
-    end = original.index("\n```\n", start) + 1  # the end of that fence's code
-    try:
-        EDITED.write_text(f"{original[:end]}bench_edit = {time.time()}\n{original[end:]}")
-        return timed(["make", "book"])
-    finally:
-        restore(original)
+def edited(change):
+    """A context: views.md with ``change(text)`` applied; put back (and built, untimed) after."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def context():
+        if not (ROOT / "_build" / "html" / "index.html").exists():
+            timed(["make", "book"])
+        original = EDITED.read_text()
+        try:
+            EDITED.write_text(change(original))
+            yield
+        finally:
+            EDITED.write_text(original)
+            timed(["make", "book"])
+    return context()
+
+
+def prose_edit(text: str, token: str = "") -> str:
+    """One word of views.md's prose changed (to ``token``, by default a new one each time)."""
+    assert WORD in text, f"benchmarks/bench.py: views.md no longer says {WORD!r}"
+    return text.replace(WORD, WORD.replace("run", token or f"row{time.time_ns() % 10**6}"), 1)
 
 
 def prose() -> float:
-    """`make book` after editing one Markdown paragraph: nothing to execute, only Sphinx."""
-    if not (ROOT / "_build" / "html" / "index.html").exists():
-        timed(["make", "book"])
-    original = EDITED.read_text()
-    title = next(line for line in original.splitlines() if line.startswith("# "))
-    try:
-        EDITED.write_text(original.replace(title, f"{title}\n\nBench edit {time.time()}.", 1))
+    with edited(prose_edit):
         return timed(["make", "book"])
+
+
+def sphinx_prose() -> float:
+    with edited(prose_edit):
+        return timed([str(ROOT / ".venv" / "bin" / "jupyter-book"), "build", ".", "--path-output",
+                      "_build/.site", "-n", "-W", "--keep-going"])
+
+
+def code_edit(text: str) -> str:
+    start = text.index(":fence-id: views-hook\n")
+    end = text.index("\n```\n", start) + 1    # the end of that fence's code
+    return f"{text[:end]}bench_edit = {time.time_ns()}\n{text[end:]}"
+
+
+def code() -> float:
+    with edited(code_edit):
+        return timed(["make", "book"])
+
+
+CHAPTER = r"""
+import sys
+from pathlib import Path
+from fencecheck.chapter import cell_timeout, parse
+from fencecheck.upstream.jupyter_cache import execute
+path = Path(sys.argv[1])
+ok, seconds = execute(parse(path.read_text(), path), cwd=str(path.parent), timeout=cell_timeout(Path(".")))
+assert ok
+"""
+
+
+def chapter() -> float:
+    """views.md in a fresh kernel, as a reader's notebook runs it (nbclient)."""
+    return timed([str(PYTHON), "-c", CHAPTER, str(EDITED)])
+
+
+LIVE: dict = {}
+
+
+def live() -> float:
+    """Seconds from saving a prose edit to the open page showing it, `make live` running
+    (started on first use, its first build untimed; stopped at the end of the run)."""
+    import atexit
+    import signal
+
+    if "server" not in LIVE:
+        server = subprocess.Popen(["make", "live", "LIVE_PORT=8765"], cwd=ROOT, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        atexit.register(lambda: os.killpg(server.pid, signal.SIGTERM))
+        for line in server.stdout:
+            if "Serving on" in line:
+                break
+        from playwright.sync_api import sync_playwright
+
+        LIVE["pw"] = sync_playwright().start()
+        LIVE["page"] = LIVE["pw"].chromium.launch(executable_path="/usr/bin/chromium",
+                                                 args=["--no-sandbox"]).new_page()
+        LIVE["server"] = server
+    page = LIVE["page"]
+    page.goto("http://127.0.0.1:8765/book/views.html", wait_until="load")
+    original = EDITED.read_text()
+    new = f"row{time.time_ns() % 10**6}"
+    changed = prose_edit(original, new)
+    try:
+        EDITED.write_text(changed)
+        start = time.perf_counter()
+        page.wait_for_function(f"() => document.body.innerText.includes({new!r})", timeout=300_000)
+        return time.perf_counter() - start
     finally:
-        restore(original)
+        EDITED.write_text(original)
+        page.wait_for_function(f"() => !document.body.innerText.includes({new!r})", timeout=300_000)
 
 
-def restore(original: str) -> None:
-    """Put the edited chapter back and build it (untimed): the next measure finds the site
-    current, as it would have without this one."""
-    EDITED.write_text(original)
-    timed(["make", "book"])
+def tooling_lines() -> int:
+    files = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
+    counted = [f for f in files if not f.startswith(("tests/", "book/", "benchmarks/")) and f != "conftest.py"]
+    return sum(len((ROOT / f).read_text().splitlines()) for f in counted)
 
 
 KERNEL = r"""
@@ -156,12 +211,6 @@ def kernel() -> float:
     return timed([str(PYTHON), "-c", KERNEL])
 
 
-def warm() -> float:
-    if not (ROOT / "_build" / "html" / "index.html").exists():
-        timed(["make", "book"])
-    return timed(["make", "book"])
-
-
 def mutate() -> float:
     """`make mutate` on the whole book, every mutant run (``--fresh``: nothing reused from
     the record); its exit status (survivors or not) is not the point."""
@@ -171,10 +220,9 @@ def mutate() -> float:
     return time.perf_counter() - start
 
 
-# In this order: cold and warm leave a built site behind, so every later measure starts from one.
-MEASURES = {"floor": floor, "cold": cold, "warm": warm, "edit": edit, "book-tests": book_tests,
-            "test": test, "test-reuse": test_reuse, "mutate": mutate, "prose": prose,
-            "kernel": kernel}
+MEASURES = {"floor": floor, "prose": prose, "sphinx-prose": sphinx_prose, "code": code,
+            "chapter": chapter, "live": live, "test": test, "test-fresh": test_fresh,
+            "kernel": kernel, "mutate": mutate}
 
 
 def machine() -> str:
@@ -185,7 +233,7 @@ def machine() -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--only", default="floor,cold,warm,edit,book-tests,test")
+    parser.add_argument("--only", default="floor,prose,sphinx-prose,code,chapter,live,test")
     args = parser.parse_args(argv)
     names = args.only.split(",")
     # Round by round (each measure once per round), so that a machine that slows down or
@@ -202,19 +250,19 @@ def main(argv: list[str]) -> int:
     print("| measure | seconds |\n|---|---|")
     for name, value in medians.items():
         print(f"| {name} | {value:.1f} |")
+    m = medians
     ratios = {}
-    if "floor" in medians:
-        if "book-tests" in medians:
-            ratios["book-tests / floor"] = medians["book-tests"] / medians["floor"]
-        if "cold" in medians:
-            ratios["cold build / floor"] = medians["cold"] / medians["floor"]
-    if "cold" in medians and "warm" in medians:
-        ratios["warm / cold build"] = medians["warm"] / medians["cold"]
-    if "edit" in medians:
-        ratios["book after one views code-cell edit (s)"] = medians["edit"]
-    if {"edit", "kernel", "prose"} <= medians.keys():
-        share = medians["edit"] / (medians["kernel"] + medians["prose"])
-        print(f"\nedit / (kernel + prose): {share:.2f} (how much of the two floors the edit overlaps)")
+    if {"prose", "sphinx-prose"} <= m.keys():
+        ratios["prose / sphinx-prose"] = m["prose"] / m["sphinx-prose"]
+    if {"code", "chapter", "prose"} <= m.keys():
+        ratios["code / (chapter + prose)"] = m["code"] / (m["chapter"] + m["prose"])
+    if {"live", "sphinx-prose"} <= m.keys():
+        ratios["live / sphinx-prose"] = m["live"] / m["sphinx-prose"]
+    if {"test", "floor"} <= m.keys():
+        ratios["test / floor"] = m["test"] / m["floor"]
+    lines = tooling_lines()
+    print(f"\ntooling: {lines} lines of .py outside tests/, book/, benchmarks/ (goal: at most "
+          f"{TOOLING_GOAL}: {'met' if lines <= TOOLING_GOAL else 'NOT met'})")
     if ratios:
         print("\n| ratio | value | target | met |\n|---|---|---|---|")
         for name, value in ratios.items():
