@@ -52,37 +52,6 @@ def test_the_cell_timeout_comes_from_the_site_config(book):
     assert book.runpytest_subprocess("test_t.py").ret == 0
 
 
-LEAKS = (
-    "```{code-cell} ipython3\n"
-    "import math\n\n"
-    "import torch\n"
-    "from torch.overrides import TorchFunctionMode\n\n\n"
-    "class PlusOne(TorchFunctionMode):\n"
-    "    def __torch_function__(self, func, types, args=(), kwargs=None):\n"
-    "        out = func(*args, **(kwargs or {}))\n"
-    "        return out + 1 if func is torch.Tensor.sum else out\n\n\n"
-    "PlusOne().__enter__()   # left entered: %reset -f cannot undo it\n"
-    "math.pi = 3             # a patched module: nor this\n"
-    "```\n")
-TRUTHS = (
-    "```{code-cell} ipython3\n:tags: [fence]\n:fence-id: b-truths\n"
-    "# Proves: a sum of three ones is 3 and pi is not 3, whatever ran before.\n"
-    "import math\n\nimport torch\n\n"
-    "assert torch.ones(3).sum().item() == 3\n"
-    "assert math.pi != 3\n"
-    "```\n")
-
-
-def test_a_chapter_runs_in_a_fresh_kernel_whatever_the_one_before_left(book):
-    """What a shared kernel carried over (issue 38): an entered TorchFunctionMode and a
-    patched module reached the next chapter, where a false claim passed and a true one
-    failed. Each chapter now has its own kernel."""
-    (book.path / "book" / "a.md").write_text(HEADER + LEAKS)
-    (book.path / "book" / "b.md").write_text(HEADER + TRUTHS)
-    result = book.runpytest_subprocess("book", "-v")
-    result.stdout.fnmatch_lines(["*b*fence b-truths PASSED*"])
-
-
 def test_a_dead_kernel_is_reported_at_once_naming_the_cell(book):
     book.makefile(".yml", _config="execute:\n  timeout: 300\n")
     (book.path / "book" / "d.md").write_text(
