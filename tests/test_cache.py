@@ -267,3 +267,11 @@ def test_the_runtime_is_the_fences_package_this_python_imports(tmp_path):
                          env={**os.environ, "PYTHONPATH": f"{copy.parent}{os.pathsep}{ROOT}"},
                          cwd=tmp_path, capture_output=True, text=True, check=True)
     assert Path(out.stdout.strip()) == copy.resolve()
+
+
+def test_make_ci_fails_a_chapter_executed_more_than_twice(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for n in range(3):
+        cachekey.log_execution(tmp_path, "book/a.md", "pytest")
+        assert cachekey.main(["--executions", "2000-01-01", "2"]) == (1 if n == 2 else 0)
+    assert cachekey.main(["--executions", "2999-01-01", "2"]) == 0   # none since then
