@@ -150,3 +150,16 @@ def test_pytest_collects_every_chapter_of_the_book():
                          cwd=ROOT, capture_output=True, text=True)
     collected = {line.split("::")[0] for line in out.stdout.splitlines() if "::" in line}
     assert collected == {p.relative_to(ROOT).as_posix() for p in toc_files(ROOT)}, out.stdout[-2000:]
+
+
+def test_the_matrix_command_parses(tmp_path):
+    """Every option the matrix passes to pytest is one the plugin still defines: a removed
+    option failed every release of the matrix, and only there (a CI run of 18 minutes)."""
+    cmd = matrix.pytest_command(sys.executable, tmp_path / "r.json", "2.13.0+cpu")
+    cmd = [c for c in cmd if c not in ("-n", "auto", "--dist", "loadscope")] + ["--co", "-p", "no:xdist"]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-1500:] + out.stderr[-1500:]
+    # and it can fail: an option the plugin does not define is refused
+    bad = subprocess.run([*cmd, "--fences-no-such-option"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode != 0 and "unrecognized arguments" in bad.stderr, bad.stderr[-500:]

@@ -12,9 +12,10 @@ has its own virtual environment (``tools/venvs.py``); the project is not
 installed there: the suite runs with PYTHONPATH set to this checkout, so
 the fences tested are the ones in this clone.
 
-Each chapter runs in a fresh kernel (``--fences-fresh-kernel``): no chapter
-can see what another left behind, whichever worker runs it. Each release
-writes ``results/<release>.json`` (see ``fencecheck.record``).
+Each chapter runs in a fresh kernel of its own, as under ``make test``, and
+its executed notebook goes to the execution cache, keyed on the torch build and
+what the kernel imports: the reference release reads the run ``make test`` stored. Each release writes
+``results/<release>.json`` (see ``fencecheck.record``).
 
 At the end the run compares the new results with the committed ones (git
 HEAD's ``results/``) and writes what changed, in Markdown fit for a pull
@@ -190,6 +191,13 @@ def reproduced(before: list[dict] | None, names: list[str], folder: Path = RESUL
 LISTED_REPRO = 40
 
 
+def pytest_command(python: Path | str, out: Path, name: str) -> list[str]:
+    """The suite's command for one release (tests/test_ci.py parses it with the plugin)."""
+    return [str(python), "-m", "pytest", "book", "-q", "-p", "no:cacheprovider",
+            "-n", "auto", "--dist", "loadscope",
+            "--fences-results", str(out), "--fences-release", name]
+
+
 def run_release(release: Release) -> int:
     """Run the chapter suite on one release; write results/<name>.json (the nightly:
     _build/nightly.json, outside the record). Returns the exit code."""
@@ -206,9 +214,7 @@ def run_release(release: Release) -> int:
         print(f"[matrix] {release.name}: INSTALL FAILED ({exc})", flush=True)
         return 1
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [str(venv / "bin" / "python"), "-m", "pytest", "book", "-q", "-p", "no:cacheprovider",
-           "-n", "auto", "--dist", "loadscope",
-           "--fences-fresh-kernel", "--fences-results", str(out), "--fences-release", release.name]
+    cmd = pytest_command(venv / "bin" / "python", out, release.name)
     print(f"[matrix] {release.name}: {' '.join(cmd[2:])}", flush=True)
     code = subprocess.run(cmd, cwd=ROOT, env=env).returncode
     print(f"[matrix] {release.name}: exit {code} in {time.monotonic() - started:.0f} s", flush=True)
