@@ -163,3 +163,14 @@ def test_the_matrix_command_parses(tmp_path):
     bad = subprocess.run([*cmd, "--fences-no-such-option"],
                          cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode != 0 and "unrecognized arguments" in bad.stderr, bad.stderr[-500:]
+
+
+def test_the_matrix_runs_the_reference_release_in_this_environment():
+    """The release whose torch this interpreter has runs here (so it reads make test's
+    stored runs); any other gets an environment of its own."""
+    from importlib.metadata import version
+
+    here = version("torch")
+    assert matrix.own_python(matrix.Release(here, f"torch=={here}")) == Path(sys.executable)
+    assert matrix.own_python(matrix.Release("2.8.0", "torch==2.8.0" if here != "2.8.0" else "torch==2.9.1")) is None
+    assert matrix.own_python(matrix.NIGHTLY) is None
