@@ -37,3 +37,13 @@ def verifier_edited(tmp_path, monkeypatch):
 def runtime_edited(tmp_path, monkeypatch):
     """While the test runs, a runtime module (the state guard) has been edited."""
     return lambda: _edited_copy(tmp_path, monkeypatch, "RUNTIME", "state.py")
+
+
+@pytest.fixture
+def book(pytester):
+    """A pytester folder with the test plugin and an empty book/ (the way nbval tests itself)."""
+    pytester.makeconftest('pytest_plugins = ["fencecheck.pytest_plugin"]\n')
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\naddopts = "-p no:xdist '
+                               '-p no:cacheprovider --nbval-current-env"\n')
+    pytester.mkdir("book")
+    return pytester

@@ -128,13 +128,10 @@ assert six == 6
 
 
 @pytest.fixture
-def book(pytester):
-    pytester.makeconftest('pytest_plugins = ["fencecheck.pytest_plugin"]\n')
-    pytester.makepyprojecttoml('[tool.pytest.ini_options]\naddopts = "-p no:xdist '
-                               '-p no:cacheprovider --nbval-current-env"\n')
-    pytester.mkdir("book")
-    pytester.makefile(".yml", _toc="format: jb-book\nroot: book/a\n")
-    return pytester
+def book(book):
+    """tests/conftest.py's book, with a table of contents naming book/a."""
+    book.makefile(".yml", _toc="format: jb-book\nroot: book/a\n")
+    return book
 
 
 def runs(root: Path) -> int:

@@ -1,19 +1,9 @@
 """The test plugin, exercised with pytester (the way nbval tests itself)."""
 from __future__ import annotations
 
-import pytest
 
 from fencecheck.chapter import HEADER
 
-
-
-@pytest.fixture
-def book(pytester):
-    pytester.makeconftest('pytest_plugins = ["fencecheck.pytest_plugin"]\n')
-    pytester.makepyprojecttoml('[tool.pytest.ini_options]\naddopts = "-p no:xdist '
-                               '-p no:cacheprovider --nbval-current-env"\n')
-    pytester.mkdir("book")
-    return pytester
 
 
 def test_a_stray_notebook_in_the_book_is_refused_with_what_to_do(book):
