@@ -53,7 +53,7 @@ $(STAMP): pyproject.toml
 HTML   := _build/html
 SITE   := $(HTML)/index.html
 INPUTS := _config.yml _toc.yml $(wildcard book/*.md fences/*.py fencecheck/*.py fencecheck/*.js \
-          fencecheck/upstream/*.py results/*.json _static/*) \
+          fencecheck/upstream/*.py fencecheck/upstream/*.js results/*.json _static/*) \
           $(wildcard mutate-results.json) \
           $(wildcard $(VENV)/lib/python3*/site-packages) \
           $(wildcard $(VENV)/lib/python3*/site-packages/torch/version.py)

@@ -52,6 +52,7 @@ from . import jupyter, lint, mutation, search
 from . import record as records
 from . import verified
 from .upstream import myst_nb, theme
+from .upstream import sphinx as upstream_sphinx
 
 logger = logging.getLogger(__name__)
 
@@ -848,10 +849,28 @@ def _sweep(app, exception) -> None:
 
 
 def _search_scorer(app, config) -> None:
-    """The site search ranks a page first for a message it lists with other numbers
-    (fencecheck/scorer.js), unless the book's configuration names its own scorer."""
+    """The site search finds a pasted message (fencecheck/upstream/search.js), unless the
+    book's configuration names its own scorer."""
     if not config.html_search_scorer:
-        config.html_search_scorer = str(Path(__file__).with_name("scorer.js"))
+        config.html_search_scorer = str(Path(__file__).with_name("upstream") / "search.js")
+
+
+def _static_outdated(app, env, added, changed, removed) -> list[str]:
+    """Sphinx (7.4) copies the static files (``html_static_path``, and
+    ``language_data.js``, which holds the search's stemmer and scorer) only when it
+    writes a page: an edit of one of them alone left the old copy. When their digest
+    changed, the landing page is read again, so Sphinx writes, and copies them."""
+    files = [Path(app.config.html_search_scorer)] if app.config.html_search_scorer else []
+    for entry in app.config.html_static_path:
+        folder = Path(app.confdir) / entry
+        files += sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else [folder]
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path).encode() + b"\0" + (path.read_bytes() if path.exists() else b""))
+    if getattr(env, "tf_static_digest", None) == digest.hexdigest():
+        return []
+    env.tf_static_digest = digest.hexdigest()
+    return [app.config.root_doc] if app.config.root_doc in env.found_docs else []
 
 
 def setup(app):
@@ -873,6 +892,9 @@ def setup(app):
     app.connect("config-inited", _key_the_cache)
     app.connect("config-inited", _repository_buttons)
     app.connect("config-inited", _search_scorer)
+    app.connect("env-get-outdated", _static_outdated)
+    app.connect("html-collect-pages", upstream_sphinx.keep_index_entries)
+    app.connect("env-get-outdated", upstream_sphinx.entries_outdated)
     app.connect("env-get-outdated", _numbers_outdated)
     app.connect("env-get-outdated", _wheel_outdated)
     app.connect("doctree-resolved", _executed_with)

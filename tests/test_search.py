@@ -57,3 +57,62 @@ def test_each_message_is_an_index_entry_at_its_own_anchor():
                        ("message-a-raise-2", [])]   # a ";" would split the entry
     html = verified.errors_html(found, lambda c: "a.html", "2.13.0+cpu", {})
     assert '<div class="tf-error" id="message-a-raise-1">' in html
+
+
+def _build_twice(tmp_path, keep: bool) -> str:
+    """A two-page Sphinx project, one page with an index entry, built, then built again
+    after an edit of the other page only; the second build's searchindex.js."""
+    from sphinx.application import Sphinx
+
+    src = tmp_path / "src"
+    src.mkdir(parents=True)
+    hook = ("from fencecheck.upstream import sphinx as s\n"
+            "def setup(app):\n    app.connect('html-collect-pages', s.keep_index_entries)\n")
+    (src / "conf.py").write_text(hook if keep else "")
+    (src / "index.rst").write_text("Home\n====\n\n.. toctree::\n\n   errors\n   other\n")
+    (src / "errors.rst").write_text("Errors\n======\n\n.. index:: single: view size is not compatible\n\nText.\n")
+    (src / "other.rst").write_text("Other\n=====\n\nOne.\n")
+    out, doctrees = tmp_path / "html", tmp_path / "doctrees"
+
+    def build():
+        Sphinx(str(src), str(src), str(out), str(doctrees), "html", status=None, warning=None).build()
+
+    build()
+    (src / "other.rst").write_text("Other\n=====\n\nTwo.\n")
+    build()
+    return (out / "searchindex.js").read_text()
+
+
+def test_an_incremental_build_keeps_the_index_entries_of_pages_it_does_not_write(tmp_path):
+    """sphinx-doc/sphinx#12599: without keep_index_entries, the entry is lost."""
+    assert "view size is not compatible" in _build_twice(tmp_path / "kept", keep=True)
+    assert "view size is not compatible" not in _build_twice(tmp_path / "lost", keep=False)
+
+
+def _static_after_edit(tmp_path, hooked: bool) -> str:
+    """A project with a static file, built, the file edited and nothing else, built again:
+    the copy the site serves."""
+    from sphinx.application import Sphinx
+
+    src = tmp_path / "src"
+    (src / "_static").mkdir(parents=True)
+    hook = ("from fencecheck.sphinx import _static_outdated\n"
+            "def setup(app):\n    app.connect('env-get-outdated', _static_outdated)\n")
+    (src / "conf.py").write_text("html_static_path = ['_static']\n" + (hook if hooked else ""))
+    (src / "index.rst").write_text("Home\n====\n\nText.\n")
+    (src / "_static" / "site.css").write_text("p { color: red; }\n")
+    out, doctrees = tmp_path / "html", tmp_path / "doctrees"
+
+    def build():
+        Sphinx(str(src), str(src), str(out), str(doctrees), "html", status=None, warning=None).build()
+
+    build()
+    (src / "_static" / "site.css").write_text("p { color: blue; }\n")
+    build()
+    return (out / "_static" / "site.css").read_text()
+
+
+def test_an_edit_of_a_static_file_alone_reaches_the_site(tmp_path):
+    """Sphinx copies static files only when it writes a page (fencecheck.sphinx._static_outdated)."""
+    assert "blue" in _static_after_edit(tmp_path / "hooked", hooked=True)
+    assert "red" in _static_after_edit(tmp_path / "plain", hooked=False)

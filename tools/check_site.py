@@ -847,6 +847,16 @@ def main(argv: list[str]) -> int:
                 other = re.sub(r"\d+", lambda d: str(int(d.group()) + 7), numbered)
                 if numbered and check_error_search(page, url, other, ERRORS):
                     problems.append(f"a message with other numbers is not found: {other[:90]!r}")
+                # ... and the name of the function that raised it, or a word of their own
+                # (a device name), which the book never uses: the search leaves it out
+                longest = max(messages, key=len, default="")
+                tail = f"{longest} (when checking argument in method wrapper___zqxvj)"
+                if longest and check_error_search(page, url, tail, ERRORS):
+                    problems.append(f"a message with an unknown word after it is not found: {tail[:90]!r}")
+                words = longest.split(" ")
+                swapped = " ".join(words[:2] + ["zqxvj"] + words[3:])
+                if len(words) > 8 and check_error_search(page, url, swapped, ERRORS):
+                    problems.append(f"a message with one word changed is not found: {swapped[:90]!r}")
                 misses = []
                 for message, explained in messages.items():
                     misses += check_error_search(page, url, message, explained)
