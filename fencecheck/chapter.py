@@ -2,7 +2,7 @@
 
 One reader for everything (``parse``): myst-nb's, with the MyST extensions
 ``_config.yml`` enables, as the build reads the chapter. The test plugin,
-the lint, mutate, the record, preexecute and the landing page see the
+the lint, mutate, the record and the landing page see the
 cells the build executes, at the lines the build reports.
 
 Both the test plugin and the Sphinx extension use these checks, so the

@@ -484,16 +484,12 @@ def chapter_titles(root: Path) -> dict[str, str]:
     return titles
 
 
-#: The pages of the course, in order; each has a reference page ``<name>-reference``.
-COURSE = ["creation", "dtypes", "promotion", "views", "devices", "elsewhere"]
-
-
 def book_numbers(root: Path) -> dict[str, str]:
     """What the landing page quotes about the book, read from every page in _toc.yml:
     fences, cited statements, GPU fences, exercises, and each lesson's reading time
     (``lint.reading_minutes``, plus five an exercise); and the wheel's link."""
     totals = dict.fromkeys(("fences", "cited", "gpu", "exercises"), 0)
-    numbers = {f"minutes_{name}": "—" for name in COURSE}
+    numbers = {f"minutes_{path.stem}": "—" for path in chapters.lessons(root)}
     for path in chapters.toc_files(root):
         if not path.exists() or chapters.header_problems(text := path.read_text("utf-8")):
             continue
@@ -506,7 +502,7 @@ def book_numbers(root: Path) -> dict[str, str]:
         totals["cited"] += sum(bool(lint.CITED.match(line)) for line in lines)
         totals["gpu"] += gpu
         totals["exercises"] += exercises
-        if path.stem in COURSE:
+        if chapters.is_lesson(text):
             prose = " ".join(c.source for c in nb.cells if c.cell_type == "markdown")
             code = sum(len(lint.visible_code(c).strip().splitlines())
                        for c in nb.cells if c.cell_type == "code")

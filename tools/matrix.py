@@ -4,6 +4,7 @@
     python tools/matrix.py --report-only     the change report for results/ as it is
     python tools/matrix.py nightly           the newest nightly, reported beside the record
     python tools/matrix.py --list            the releases, as JSON (the CI workflow's matrix)
+    python tools/matrix.py --check [RELEASE ...]   the arguments and results/ only, nothing run
 
 Runs every release in ``RELEASES`` plus *newest*, the newest torch on PyPI
 (resolved now, so a new release is verified by the weekly run with no

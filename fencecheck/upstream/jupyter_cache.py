@@ -1,10 +1,8 @@
 """jupyter-cache (written against 1.0.1): the execution cache the build reads.
 
 - ``execute``: ``jupyter_cache.executors.utils.single_nb_execution``, the
-  nbclient call jupyter-cache's own executors make. ``tools/preexecute.py``
-  runs chapters in parallel with it (measured faster than
-  ``jcache project execute -e local-parallel``: 17.0 s against 22.7 s, see
-  benchmarks/README.md).
+  nbclient call jupyter-cache's own executors make: ``make bench`` times a
+  chapter's plain run with it (the least a code edit costs).
 - ``store``: ``CacheBundleIn`` + ``cache_notebook_bundle``, the write the
   executors make after a run; the test plugin stores each chapter it ran
   this way, with what it recorded in the bundle's ``data``.
@@ -33,9 +31,8 @@ def execute(nb, cwd: str, timeout: float, km=None):
     cost about a second of every edited chapter's rebuild here.
 
     ``km``: a kernel already started for this notebook and not yet used
-    (``tools/preexecute.py`` starts one before it knows which chapter needs
-    it). nbclient's ``km`` argument; nbclient leaves a kernel it did not
-    start running, so the caller stops it.
+    (nbclient's ``km`` argument); nbclient leaves a kernel it did not start
+    running, so the caller stops it.
     """
     result = single_nb_execution(nb, cwd=cwd, timeout=timeout, allow_errors=False,
                                  meta_override=True, shutdown_kernel="immediate", km=km)

@@ -2,7 +2,7 @@
 
 - ``read_notebook``: myst-nb's own reader (``myst_nb.core.read``, not a
   documented API): the one reader of a chapter (``fencecheck.chapter.parse``), for
-  the test plugin, the lint, mutate, the record, preexecute and the landing
+  the test plugin, the lint, mutate, the record and the landing
   page's numbers, configured as the build is, so all of them see the cells
   the build executes.
 - ``executed_notebook``: myst-nb writes ``jupyter_execute/<page>.ipynb`` from
