@@ -489,10 +489,16 @@ def book_numbers(root: Path) -> dict[str, str]:
     fences, cited statements, GPU fences, exercises, and each lesson's reading time
     (``lint.reading_minutes``, plus five an exercise); and the wheel's link."""
     totals = dict.fromkeys(("fences", "cited", "gpu", "exercises"), 0)
-    numbers = {f"minutes_{path.stem}": "—" for path in chapters.lessons(root)}
+    numbers = {}
     for path in chapters.toc_files(root):
         if not path.exists() or chapters.header_problems(text := path.read_text("utf-8")):
             continue
+        try:
+            lesson = chapters.is_lesson(text)
+        except chapters.ChapterError:   # the page's own read names the mistake, with its file
+            continue
+        if lesson:
+            numbers[f"minutes_{path.stem}"] = "—"
         nb = chapters.parse(text, path)
         fence_cells = [c for c in nb.cells if lint.is_fence(c)]
         lines = text.splitlines()
@@ -502,7 +508,7 @@ def book_numbers(root: Path) -> dict[str, str]:
         totals["cited"] += sum(bool(lint.CITED.match(line)) for line in lines)
         totals["gpu"] += gpu
         totals["exercises"] += exercises
-        if chapters.is_lesson(text):
+        if lesson:
             prose = " ".join(c.source for c in nb.cells if c.cell_type == "markdown")
             code = sum(len(lint.visible_code(c).strip().splitlines())
                        for c in nb.cells if c.cell_type == "code")

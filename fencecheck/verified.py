@@ -220,15 +220,15 @@ def error_anchors(raised: list[record.Raised]) -> list[tuple[str, list[str]]]:
     entries: the message as printed (``Kind: message``, its whitespace made single
     spaces, as a one-line search box holds a pasted message), then each other
     release's words. Sphinx's search lists a page first when the whole query is part of
-    one of its index entries; a ``;`` splits an entry into parts, so a message holding
-    one is left to the full-text search."""
+    one of its index entries; a ``;`` would split an entry into parts, so it is written
+    as a comma (the page's search reads words, not punctuation)."""
     out, seen = [], {}
     for r in raised:
         n = seen[r.fence.id] = seen.get(r.fence.id, 0) + 1
-        words = [" ".join(f"{k}: {m}".split())
+        words = [" ".join(f"{k}: {m}".split()).replace(";", ",")
                  for k, m in [(r.kind, r.message), *r.elsewhere.values()]]
         out.append((f"message-{r.fence.id}-{n}",
-                    [w for i, w in enumerate(words) if ";" not in w and w not in words[:i]]))
+                    [w for i, w in enumerate(words) if w not in words[:i]]))
     return out
 
 

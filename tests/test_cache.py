@@ -272,3 +272,38 @@ def test_make_ci_fails_a_chapter_executed_more_than_twice(tmp_path, monkeypatch)
         cachekey.log_execution(tmp_path, "book/a.md", "pytest")
         assert cachekey.main(["--executions", "2000-01-01", "2"]) == (1 if n == 2 else 0)
     assert cachekey.main(["--executions", "2999-01-01", "2"]) == 0   # none since then
+
+
+def _open_and_list(path, barrier, locked=True):
+    from jupyter_cache import get_cache as unlocked
+
+    barrier.wait()
+    try:
+        return len((get_cache if locked else unlocked)(path).list_cache_records())
+    except Exception as exc:  # noqa: BLE001 - the race's error is the finding
+        return type(exc).__name__
+
+
+def test_processes_opening_a_new_cache_at_once_all_get_it(tmp_path, monkeypatch):
+    """The matrix's xdist workers open each release's new cache at once: its tables are
+    made by one of them (a race failed every release: "table nbcache already exists").
+    The race is forced: each process, having found no database, waits before it creates
+    the tables, so every one of them tries; without the lock five of six fail."""
+    import multiprocessing
+    import time
+
+    from jupyter_cache.cache import db
+
+    create_all = db.OrmBase.metadata.create_all
+
+    def slow(engine, **kwargs):
+        time.sleep(0.5)
+        create_all(engine, checkfirst=False)
+
+    monkeypatch.setattr(db.OrmBase.metadata, "create_all", slow)
+    ctx = multiprocessing.get_context("fork")
+    for locked in (True, False):
+        barrier = ctx.Manager().Barrier(6)
+        with ctx.Pool(6) as pool:
+            got = pool.starmap(_open_and_list, [(tmp_path / f"new-{locked}", barrier, locked)] * 6)
+        assert (got == [0] * 6) == locked, (locked, got)

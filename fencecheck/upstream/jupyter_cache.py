@@ -3,6 +3,10 @@
 - ``execute``: ``jupyter_cache.executors.utils.single_nb_execution``, the
   nbclient call jupyter-cache's own executors make: ``make bench`` times a
   chapter's plain run with it (the least a code edit costs).
+- ``get_cache``: jupyter-cache's, with its database made under a lock: the first use
+  of a new cache creates its tables, and two processes doing that at once (pytest-xdist
+  workers on a new key: each release of the matrix) failed with "table nbcache already
+  exists".
 - ``store``: ``CacheBundleIn`` + ``cache_notebook_bundle``, the write the
   executors make after a run; the test plugin stores each chapter it ran
   this way, with what it recorded in the bundle's ``data``.
@@ -15,11 +19,24 @@ from __future__ import annotations
 
 import inspect
 
-from jupyter_cache import get_cache
+from jupyter_cache import get_cache as _get_cache
 from jupyter_cache.base import CacheBundleIn
 from jupyter_cache.executors.utils import single_nb_execution
 
 __all__ = ["get_cache", "execute", "store", "stored", "check"]
+
+
+def get_cache(path):
+    """jupyter-cache's cache at ``path``, its database created by one process at a time."""
+    import fcntl
+    from pathlib import Path
+
+    cache = _get_cache(path)
+    Path(path).mkdir(parents=True, exist_ok=True)
+    with open(Path(path) / "create.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cache.db   # noqa: B018 - the property creates the database and its tables
+    return cache
 
 
 def execute(nb, cwd: str, timeout: float, km=None):
@@ -68,6 +85,9 @@ def check() -> None:
         assert hasattr(NotebookClient, name), f"nbclient: NotebookClient has no {name}"
     assert "km" in inspect.signature(NotebookClient.__init__).parameters, \
         "nbclient: NotebookClient takes no km"
+    from jupyter_cache.cache.main import JupyterCacheBase
+
+    assert isinstance(JupyterCacheBase.db, property), "jupyter-cache: the cache has no db property"
     fields = inspect.signature(CacheBundleIn).parameters
     assert {"nb", "uri", "data"} <= set(fields), f"jupyter-cache: CacheBundleIn takes {fields}"
     from jupyter_cache.base import JupyterCacheAbstract

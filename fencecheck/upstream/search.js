@@ -8,7 +8,8 @@
  * hold every word of a query, so one word the book never uses empties the list.
  *
  * 1. A query word the index holds nowhere, not even inside a longer term, is left
- *    out while another word remains ("wrapper___cat", "_th_mm", a build path).
+ *    out while another word remains ("wrapper___cat", "_th_mm"); where the torch that
+ *    raised it was built ("at /opt/conda/...cpp:237") is left out first.
  * 2. An index entry -- the errors page makes each message it lists one -- that shares
  *    most of its words with the query (each run of digits set aside) is listed as a
  *    result of its own, at its anchor, titled by its message, above every other;
@@ -29,9 +30,19 @@ const tfShared = (entry, query) => {
   return [shared / Math.max(entry.size, 1), shared / Math.max(query.size, 1)];
 };
 
-/* Rule 2: does an entry of `e` words answer a query of `q` words? */
-const tfAnswers = ([ofEntry, ofQuery], e, q) =>
-  q >= 4 && e >= 3 && Math.min(ofEntry, ofQuery) >= 0.5 && Math.max(ofEntry, ofQuery) >= 0.8;
+/* Rule 2: does an entry of `e` words answer a query of `q` words? Most words shared both
+ * ways, or every word of a long enough entry in the query. */
+const tfAnswers = ([ofEntry, ofQuery], e, q) => q >= 4 && e >= 3 && (
+  (Math.min(ofEntry, ofQuery) >= 0.5 && Math.max(ofEntry, ofQuery) >= 0.8)
+  || (e >= 4 && ofEntry === 1 && ofQuery >= 0.3));
+
+/* Where the torch that raised it was built, which older releases put in the message:
+ * "(Triggered internally at /path/file.cpp:213.)", "(data_ptr<long> at /path/x.h:5747)",
+ * ". at /opt/conda/.../THTensor.cpp:237". No page holds those words. */
+const tfStrip = (query) => query
+  .replace(/\(Triggered internally at [^)]*\)/gi, " ")
+  .replace(/\([^()]*\bat\s+(?:\/|[A-Za-z]:\\)[^()]*:\d+\)/g, " ")
+  .replace(/\bat\s+(?:\/|[A-Za-z]:\\)\S*:\d+/g, " ");
 
 const TF_ENTRIES = 5;   // at most this many entries listed for one query
 let tfLifted = new Set();   // the pages of the entries listed for the last query
@@ -85,7 +96,7 @@ const tfInstall = () => {
   const parse = Search._parseQuery;
   const perform = Search._performSearch;
   Search._parseQuery = (query) => {
-    const parsed = parse(query);
+    const parsed = parse(tfStrip(query));
     const known = [...parsed[1]].filter(tfKnown);
     if (known.length && known.length < parsed[1].size) parsed[1] = new Set(known);
     parsed[3] = new Set([...parsed[3]].filter((w) => w.length > 2));
