@@ -48,7 +48,7 @@ const TF_ENTRIES = 5;   // at most this many entries listed for one query
 let tfLifted = new Set();   // the pages of the entries listed for the last query
 
 /* An index entry is kept lowercased: its exception's name is given back its capitals. */
-const TF_CLASSES = ["RuntimeError", "TypeError", "ValueError", "IndexError", "KeyError",
+const TF_CLASSES = ["RuntimeError", "TypeError", "ValueError", "IndexError", "KeyError", "BufferError",
   "NotImplementedError", "AttributeError", "OverflowError", "ZeroDivisionError",
   "UserWarning", "DeprecationWarning", "FutureWarning"];
 const tfCapitals = (text) => TF_CLASSES.reduce(
@@ -74,7 +74,9 @@ const tfEntryResults = (query) => {
       places.forEach(([file, id]) => found.push([shared[0] + shared[1] - 0.5, title, file, id]));
   }
   found.sort((a, b) => b[0] - a[0]);
-  return found.slice(0, TF_ENTRIES).map(([share, entry, file, id]) => [
+  const places = new Set();   // one result a place: an entry's other releases' words share it
+  const best = found.filter(([, , file, id]) => !places.has(`${file}#${id}`) && places.add(`${file}#${id}`));
+  return best.slice(0, TF_ENTRIES).map(([share, entry, file, id]) => [
     index.docnames[file],
     `${index.titles[file]} &gt; ${tfEscape(tfCapitals(entry.length > 90 ? entry.slice(0, 88) + "…" : entry))}`,
     id ? "#" + id : "",
