@@ -56,8 +56,29 @@ def execute(nb, cwd: str, timeout: float, km=None):
     return result.err is None, result.time
 
 
+def _locked(cache):
+    """The cache's lock: one process at a time writes or reads a record and its notebook
+    (a reader found a record whose notebook another worker was replacing: "Notebook file
+    does not exist for cache record")."""
+    import contextlib
+    import fcntl
+    from pathlib import Path
+
+    @contextlib.contextmanager
+    def held():
+        with open(Path(cache.path) / "create.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+    return held()
+
+
 def store(cache, nb, uri: str, seconds: float, data: dict | None = None) -> None:
     """Cache ``nb`` (executed) under the hash of its code cells, replacing an older run."""
+    with _locked(cache):
+        _store(cache, nb, uri, seconds, data)
+
+
+def _store(cache, nb, uri: str, seconds: float, data: dict | None = None) -> None:
     cache.cache_notebook_bundle(
         CacheBundleIn(nb, uri, data={"execution_seconds": seconds, **(data or {})}),
         check_validity=False, overwrite=True)
@@ -66,6 +87,11 @@ def store(cache, nb, uri: str, seconds: float, data: dict | None = None) -> None
 def stored(cache, nb):
     """(the executed notebook the cache holds for ``nb``'s code, its record's ``data``),
     or None when it holds none. Its cells are the code cells only, in order."""
+    with _locked(cache):
+        return _stored(cache, nb)
+
+
+def _stored(cache, nb):
     try:
         record = cache.match_cache_notebook(nb)
     except KeyError:
