@@ -17,7 +17,10 @@
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import inspect
+from pathlib import Path
 
 from jupyter_cache import get_cache as _get_cache
 from jupyter_cache.base import CacheBundleIn
@@ -26,15 +29,21 @@ from jupyter_cache.executors.utils import single_nb_execution
 __all__ = ["get_cache", "execute", "store", "stored", "check"]
 
 
-def get_cache(path):
-    """jupyter-cache's cache at ``path``, its database created by one process at a time."""
-    import fcntl
-    from pathlib import Path
-
-    cache = _get_cache(path)
+@contextlib.contextmanager
+def _locked(path):
+    """The cache folder's lock: one process at a time creates the database, or writes or
+    reads a record and its notebook (a reader found a record whose notebook another
+    worker was replacing: "Notebook file does not exist for cache record")."""
     Path(path).mkdir(parents=True, exist_ok=True)
     with open(Path(path) / "create.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def get_cache(path):
+    """jupyter-cache's cache at ``path``, its database created by one process at a time."""
+    cache = _get_cache(path)
+    with _locked(path):
         cache.db   # noqa: B018 - the property creates the database and its tables
     return cache
 
@@ -56,25 +65,9 @@ def execute(nb, cwd: str, timeout: float, km=None):
     return result.err is None, result.time
 
 
-def _locked(cache):
-    """The cache's lock: one process at a time writes or reads a record and its notebook
-    (a reader found a record whose notebook another worker was replacing: "Notebook file
-    does not exist for cache record")."""
-    import contextlib
-    import fcntl
-    from pathlib import Path
-
-    @contextlib.contextmanager
-    def held():
-        with open(Path(cache.path) / "create.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            yield
-    return held()
-
-
 def store(cache, nb, uri: str, seconds: float, data: dict | None = None) -> None:
     """Cache ``nb`` (executed) under the hash of its code cells, replacing an older run."""
-    with _locked(cache):
+    with _locked(cache.path):
         _store(cache, nb, uri, seconds, data)
 
 
@@ -87,7 +80,7 @@ def _store(cache, nb, uri: str, seconds: float, data: dict | None = None) -> Non
 def stored(cache, nb):
     """(the executed notebook the cache holds for ``nb``'s code, its record's ``data``),
     or None when it holds none. Its cells are the code cells only, in order."""
-    with _locked(cache):
+    with _locked(cache.path):
         return _stored(cache, nb)
 
 
