@@ -497,8 +497,6 @@ def book_numbers(root: Path) -> dict[str, str]:
             lesson = chapters.is_lesson(text)
         except chapters.ChapterError:   # the page's own read names the mistake, with its file
             continue
-        if lesson:
-            numbers[f"minutes_{path.stem}"] = "—"
         nb = chapters.parse(text, path)
         fence_cells = [c for c in nb.cells if lint.is_fence(c)]
         lines = text.splitlines()
