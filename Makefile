@@ -60,10 +60,11 @@ INPUTS := _config.yml _toc.yml $(wildcard book/*.md fences/*.py fencecheck/*.py 
 
 book: $(SITE)
 
-# Execute once, read many: a chapter runs only when the execution cache lacks its run
-# (fencecheck.executed lists those), and it runs under the test plugin, which stores it
-# there, as `make test` does; the site renders the stored runs. A failing fence stops
-# here, named, and the site is left as it was.
+# Execute once, read many: a chapter runs only when the execution cache lacks its run,
+# and it runs under the test plugin, which stores it there, as `make test` does; the site
+# renders the stored runs (the build itself starts those runs: fencecheck.sphinx
+# _run_lacking, in the one Sphinx process). A failing fence stops the build, named, and
+# the site is left as it was.
 # The site is built into a private folder ($(PRIVATE), Sphinx's incremental state with
 # it) and published to $(HTML) only when the build succeeds: a failed or stopped build
 # leaves the last good site, and Sphinx's environment is removed, so the next build
@@ -84,14 +85,7 @@ $(SITE): $(STAMP) $(INPUTS)
 	    trap stop INT TERM; \
 	    $(BIN)/python -m fencecheck.preflight . & step=$$!; wait $$step || exit 2; \
 	    mkdir -p $(PRIVATE); \
-	    $(BIN)/python -m fencecheck.executed . > $(PRIVATE)/lacking & step=$$!; wait $$step; \
-	    lacking=$$(cat $(PRIVATE)/lacking); \
-	    if [ -n "$$lacking" ]; then \
-	        workers=; [ $$(echo $$lacking | wc -w) -gt 1 ] && workers='$(WORKERS)'; \
-	        $(BIN)/python -m pytest $$workers -q -p no:cacheprovider $$lacking & step=$$!; \
-	        wait $$step || { echo "make book: a chapter failed (above); the site is as it was" >&2; exit 1; }; \
-	    fi; \
-	    $(BIN)/jupyter-book build . --path-output $(PRIVATE) -n -W --keep-going & step=$$!; \
+	    FENCES_WORKERS='$(WORKERS)' $(BIN)/jupyter-book build . --path-output $(PRIVATE) -n -W --keep-going & step=$$!; \
 	    built=0; wait $$step || built=$$?; \
 	    if [ $$built -ne 0 ]; then rm -rf $(DOCTREES); exit $$built; fi; \
 	    rm -rf $(HTML).new $(HTML).old; cp -a $(BUILT) $(HTML).new; \
@@ -101,8 +95,8 @@ $(SITE): $(STAMP) $(INPUTS)
 
 # A live preview for authors: sphinx-autobuild with the build's own Sphinx configuration
 # (jupyter-book writes it as conf.py, here into _build/live/, its paths made absolute).
-# Before each rebuild, the chapters the execution cache lacks run through the test
-# plugin, as in `make book`, so the preview renders the same stored runs. Warnings are
+# Each rebuild first runs the chapters the execution cache lacks through the test
+# plugin, as `make book` does, so the preview renders the same stored runs. Warnings are
 # shown, not fatal: the preview is for writing; `make book` is the check.
 LIVE_PORT ?= 8000
 live: $(STAMP)
@@ -112,8 +106,7 @@ live: $(STAMP)
 	sed -e "s#'_static#'$(CURDIR)/_static#g" -e "s#'_toc.yml'#'$(CURDIR)/_toc.yml'#" conf.py > _build/live/conf.py
 	rm conf.py
 	$(BIN)/sphinx-autobuild . _build/live/html -c _build/live --port $(LIVE_PORT) \
-	    --ignore '$(CURDIR)/_build/*' --ignore '$(CURDIR)/.git/*' --ignore '*.ipynb' \
-	    --pre-build '$(BIN)/python -m fencecheck.executed . --run'
+	    --ignore '$(CURDIR)/_build/*' --ignore '$(CURDIR)/.git/*' --ignore '*.ipynb'
 
 # Every chapter runs in a fresh kernel of its own, here as in CI and the matrix.
 # One worker per core; a chapter's cells stay on one worker (one kernel). A chapter whose

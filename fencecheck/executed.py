@@ -1,8 +1,6 @@
 """A chapter's run, executed once and read many times: the harness's kernel-side code,
-the run kept in the execution cache (``Stored``), and which chapters lack one.
-
-    python -m fencecheck.executed          # the chapters the cache holds no run of (make book)
-    python -m fencecheck.executed --run    # and run them, storing each (make live)
+the run kept in the execution cache (``Stored``), and which chapters lack one
+(``missing``: the site build runs those first, ``fencecheck.sphinx._run_lacking``).
 
 The test plugin (``fencecheck.pytest_plugin``) executes a chapter in a fresh kernel and
 stores the run in the execution cache the site build reads (``fencecheck.cachekey``:
@@ -15,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import sys
 from pathlib import Path
 
 import nbformat
@@ -170,26 +167,3 @@ def missing(root: Path) -> list[Path]:
         if Stored.find(cache, chapters.parse(text, path)) is None:
             lacking.append(path)
     return lacking
-
-
-def main(argv: list[str]) -> int:
-    from .chapter import parse_cache_dir, prune_parsed
-
-    prune_parsed(parse_cache_dir())
-    run = "--run" in argv
-    argv = [a for a in argv if a != "--run"]
-    root = Path(argv[0] if argv else ".").resolve()
-    lacking = [path.relative_to(root).as_posix() for path in missing(root)]
-    if not run:
-        print("\n".join(lacking))
-        return 0
-    if not lacking:
-        return 0
-    import subprocess   # --run: execute them through the test plugin, which stores each run
-
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *lacking],
-                          cwd=root).returncode
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

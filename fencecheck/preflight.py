@@ -7,7 +7,8 @@ start: a YAML mistake there is a traceback from its CLI naming no line of ours. 
 check runs first (``make book``) and prints each problem with its file and line
 (``_toc.yml: line 5, column 4: ...``, ``book/x.md (listed in _toc.yml): line 10, ...``);
 exit status 2 when there is one, 0 otherwise. ``pytest`` reports the same problems
-itself (``fencecheck.pytest_plugin``).
+itself (``fencecheck.pytest_plugin``). It also prunes the parse cache outside the clone
+(``chapter.prune_parsed``).
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ def problems(root: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    chapter.prune_parsed(chapter.parse_cache_dir())   # the parse cache outside the clone
     found = problems(Path(argv[0]) if argv else Path.cwd())
     for p in found:
         print(p, file=sys.stderr)

@@ -6,7 +6,11 @@
   raising. Each problem is a warning naming the file, so
   ``jupyter-book build -W`` fails on it.
 - The execution cache is keyed on torch, the runtime (``fences``) and the installed
-  packages (``fencecheck.cachekey``), so no build serves a stale page.
+  packages (``fencecheck.cachekey``), so no build serves a stale page. With
+  ``fences_run_lacking`` on (the book's ``_config.yml``), the chapters whose run the
+  cache lacks run first, through the test plugin, which stores each run
+  (``_run_lacking``): the site renders what the tests ran; a failing chapter stops the
+  build. In this process, which imports what the check needs anyway.
 - Every executed page says, under its title, which torch executed it, when.
 - ``{cited}``: a claim the book cites rather than proves, labelled as such.
 - Every page offers its executed notebook as an ``.ipynb`` download, after
@@ -602,6 +606,33 @@ def _key_the_cache(app, config) -> None:
     config.nb_execution_cache_path = str(cachekey.cache_path(Path(base)))
 
 
+def _run_lacking(app) -> None:
+    """Execute once, read many: run the chapters the execution cache lacks under the test
+    plugin (``python -m pytest``, one worker a chapter, up to ``FENCES_WORKERS``, as
+    ``make test`` runs them), before myst-nb reads the cache; a chapter that fails stops
+    the build, named in pytest's output above (SystemExit: jupyter-book adds a traceback of
+    its own to any exception, which would bury pytest's report)."""
+    import os
+    import subprocess
+    import sys
+
+    from . import executed
+
+    if not app.config.fences_run_lacking:
+        return
+    root = Path(app.srcdir)
+    lacking = [p.relative_to(root).as_posix() for p in executed.missing(root)]
+    if not lacking:
+        return
+    logger.info("fences: running the chapters the execution cache lacks: " + " ".join(lacking))
+    workers = os.environ.get("FENCES_WORKERS", "-n auto --dist loadscope").split() if len(lacking) > 1 else []
+    ran = subprocess.run([sys.executable, "-m", "pytest", *workers, "-q", "-p", "no:cacheprovider",
+                          *lacking], cwd=root)
+    if ran.returncode:
+        raise SystemExit(f"make book: a chapter failed its fences (pytest's report above; "
+                         f"the site is as it was): {' '.join(lacking)}")
+
+
 @_named
 def _check_book(app) -> None:
     """Across chapters: every fence id unique (the lint's book-wide check)."""
@@ -878,6 +909,7 @@ def setup(app):
     app.add_config_value("fences_verified_page", "book/verified", "env")
     app.add_config_value("fences_changes_page", "book/changes", "env")
     app.add_config_value("fences_wheel_cache", "", "")
+    app.add_config_value("fences_run_lacking", False, "")
     app.add_node(unsearched_html, html=(_visit_unsearched_html, None),
                  latex=(_skip, None), text=(_skip, None), man=(_skip, None), texinfo=(_skip, None))
     app.add_directive("record", RecordDirective)
@@ -901,6 +933,7 @@ def setup(app):
     app.connect("build-finished", _ship_wheel)
     app.connect("build-finished", _sweep)
     app.connect("builder-inited", _check_book)
+    app.connect("builder-inited", _run_lacking)
     app.connect("html-page-context", _dedupe_scripts)
     app.connect("source-read", _check_source)
     app.connect("html-page-context", _offer_notebook, priority=500)

@@ -307,3 +307,31 @@ def test_processes_opening_a_new_cache_at_once_all_get_it(tmp_path, monkeypatch)
         with ctx.Pool(6) as pool:
             got = pool.starmap(_open_and_list, [(tmp_path / f"new-{locked}", barrier, locked)] * 6)
         assert (got == [0] * 6) == locked, (locked, got)
+
+
+def test_the_site_build_runs_the_chapters_the_cache_lacks_and_stops_on_a_failure(book, monkeypatch):
+    """``make book`` executes only through the test plugin: the Sphinx process runs the
+    chapters ``missing`` names (pytest, workers only for more than one) before it reads
+    the cache, and a failing chapter stops the build; with the setting off, nothing runs."""
+    import subprocess
+    from types import SimpleNamespace
+
+    from fencecheck import sphinx as ext
+
+    chapter = book.path / "book" / "a.md"
+    chapter.write_text(SHOWN)
+    app = SimpleNamespace(srcdir=str(book.path), config=SimpleNamespace(fences_run_lacking=True))
+    calls = []
+    monkeypatch.setattr(subprocess, "run", lambda args, cwd: calls.append(args) or SimpleNamespace(returncode=1))
+    with pytest.raises(SystemExit, match="a chapter failed its fences.*book/a.md"):
+        ext._run_lacking(app)
+    assert calls[-1][1:3] == ["-m", "pytest"] and calls[-1][-1] == "book/a.md" and "-n" not in calls[-1]
+    app.config.fences_run_lacking = False
+    ext._run_lacking(app)
+    assert len(calls) == 1
+    monkeypatch.undo()
+    app.config.fences_run_lacking = True
+    ext._run_lacking(app)                       # really runs it, and stores the run
+    assert executed.missing(book.path) == [] and runs(book.path) == 1
+    ext._run_lacking(app)                       # nothing lacking: nothing runs
+    assert runs(book.path) == 1
