@@ -409,16 +409,39 @@ class Raised:
     fence: Fence
     kind: str
     message: str
-    #: release label -> (class, message) where a release gave other words
+    #: "release (build)" -> (class, message) where that run gave other words
     elsewhere: dict
+
+
+#: What torch appends to a warning raised in C++: where, not what (the line moves between releases).
+TRIGGERED = re.compile(r"\s*\(Triggered internally at [^()]*\)\s*$")
+
+
+def _words(item: dict) -> tuple[str, str]:
+    return item["class"], TRIGGERED.sub("", item["message"])
+
+
+def _paired(ours: list[dict], theirs: list[dict]) -> dict[int, dict]:
+    """Which of another run's messages answers each of ours (index -> item): aligned as a
+    diff aligns lines, so a message one release raises and another does not shifts no
+    pair; changed messages are paired only where as many changed on both sides."""
+    import difflib
+
+    pairs = {}
+    a, b = [_words(i) for i in ours], [_words(i) for i in theirs]
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if op == "replace" and i2 - i1 == j2 - j1:
+            pairs.update({i: theirs[j] for i, j in zip(range(i1, i2), range(j1, j2))})
+    return pairs
 
 
 def errors(runs: list[dict], current: list[Fence], reference: str) -> list[Raised]:
     """Every error and warning message the book's fences prove, in reading order: the
     reference run's words (``reference``, a run label), and where another current run's
-    fence gave other words, that run's. A fence the reference run did not record
-    contributes what the newest run that did recorded."""
+    fence gave other words, that run's, labelled with its build. A fence the reference
+    run did not record contributes what the newest run that did recorded."""
     by_label = {label(r): by_id(r) for r in runs}
+    builds = {label(r): r.get("build") for r in runs}
     order = sorted(by_label, key=lambda k: run_key(next(r for r in runs if label(r) == k)))
     base = [reference] + [k for k in reversed(order) if k != reference]
     out = []
@@ -427,12 +450,11 @@ def errors(runs: list[dict], current: list[Fence], reference: str) -> list[Raise
         if home is None:
             continue
         ref = by_label[home][f.id]["raised"]
+        paired = {k: _paired(ref, by_label[k].get(f.id, {}).get("raised") or [])
+                  for k in order if k != home}
         for n, item in enumerate(ref):
-            other = {}
-            for k in order:
-                theirs = by_label[k].get(f.id, {}).get("raised") or []
-                if k != home and n < len(theirs) and theirs[n] != item:
-                    other[k] = (theirs[n]["class"], theirs[n]["message"])
+            other = {(f"{k} ({builds[k]} build)" if builds[k] else k): (theirs["class"], theirs["message"])
+                     for k, pairs in paired.items() if (theirs := pairs.get(n))}
             out.append(Raised(f, item["class"], item["message"], other))
     return out
 

@@ -236,7 +236,7 @@ def errors_html(raised: list[record.Raised], url: Url, reference: str, titles: d
     """The errors page's body: each message a fence proves, grouped by chapter, in full as
     the ``reference`` run gave it, with the call that raises it, what it means (the
     fence's claim), the fix where the fence names one, where the lesson explains it, and
-    each release that gave other words. ``titles``: chapter path -> its title."""
+    each release or build that gave other words. ``titles``: chapter path -> its title."""
     if not raised:
         return ('<p class="tf-note">No messages recorded yet: run <code>make matrix</code> '
                 '(the record holds each fence\'s messages).</p>')
@@ -255,6 +255,6 @@ def errors_html(raised: list[record.Raised], url: Url, reference: str, titles: d
             + f'<p>What it means: {esc(r.fence.proves)}</p>'
             + (f'<p>The fix: {esc(r.fence.fix)}</p>' if r.fence.fix else "")
             + f'<p>Explained in {fence_link(r.fence, url)} (torch {esc(reference)}).</p>'
-            + (f'<p>Other releases gave other words:</p><ul>{other}</ul>' if other else "")
+            + (f'<p>Other releases or builds gave other words:</p><ul>{other}</ul>' if other else "")
             + '</div>')
     return "\n".join(out)

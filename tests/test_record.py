@@ -442,9 +442,9 @@ def test_every_minor_release_and_newest_resolved_once():
 
 
 def test_make_matrix_checks_its_arguments_before_installing_anything(tmp_path: Path):
-    """``make matrix RELEASES=bogus``: refused by ``matrix.py --check`` before uv is installed
-    into .venv (which would change the book's cache key). Every call of the venv's python is
-    logged by a stand-in; the venv's stamp is out of the way (STAMP=)."""
+    """``make matrix RELEASES=bogus``: refused by ``matrix.py --check`` before any environment
+    is made or anything runs. Every call of the venv's python is logged by a stand-in; the
+    venv's stamp is out of the way (STAMP=)."""
     log = tmp_path / "calls"
     fake = tmp_path / "bin" / "python"
     fake.parent.mkdir()
@@ -564,14 +564,28 @@ def test_the_errors_page_quotes_the_reference_run_and_names_other_words():
     current = [fence("a-raise"), fence("b-quiet")]
     found = record.errors(runs, current, "2.13.0+cpu")
     assert [(r.fence.id, r.kind, r.message) for r in found] == [("a-raise", "RuntimeError", "new words")]
-    assert found[0].elsewhere == {"2.8.0": ("RuntimeError", "old words")}
+    assert found[0].elsewhere == {"2.8.0 (CUDA 12.8 build)": ("RuntimeError", "old words")}
     from fencecheck import verified
 
     html = verified.errors_html(found, lambda c: "a.html", "2.13.0+cpu", {"book/a.md": "Chapter A"})
     assert "<h2" in html and "Chapter A" in html and "RuntimeError: new words" in html
-    assert "2.8.0: <code>RuntimeError: old words</code>" in html
+    assert "2.8.0 (CUDA 12.8 build): <code>RuntimeError: old words</code>" in html
     assert 'href="a.html#fence-a-raise"' in html
     assert "No messages recorded yet" in verified.errors_html([], lambda c: "", "x", {})
+
+
+def test_other_words_are_paired_by_alignment_not_by_position():
+    """A release that raises one message more (2.8.0's float8 refusal) shifts no pair; a
+    warning's "(Triggered internally at …)" location is not other words."""
+    said = ["a", "b", "c"]
+    ref = {**rec("f"), "raised": [{"class": "E", "message": m} for m in said]
+           + [{"class": "UserWarning", "message": "w (Triggered internally at x.cpp:203.)"}]}
+    extra = {**rec("f"), "raised": [{"class": "E", "message": m} for m in ("a", "new", "b", "C")]
+             + [{"class": "UserWarning", "message": "w (Triggered internally at x.cpp:206.)"}]}
+    runs = [run("2.8.0", [extra]), run("2.13.0+cpu", [ref], build="CPU-only", torch="2.13.0+cpu")]
+    found = record.errors(runs, [fence("f")], "2.13.0+cpu")
+    assert [r.message for r in found] == ["a", "b", "c", "w (Triggered internally at x.cpp:203.)"]
+    assert [r.elsewhere for r in found] == [{}, {}, {"2.8.0 (CUDA 12.8 build)": ("E", "C")}, {}]
 
 
 def test_a_build_difference_is_claimed_only_where_a_release_ran_in_both_builds():
