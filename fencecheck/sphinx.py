@@ -787,6 +787,27 @@ class RecordDirective(SphinxDirective):
     PARTS = ("provenance", "summary", "never-run", "changes", "other-values", "grid",
              "mutation", "errors")
 
+    #: Pages whose fences show how to write a fence, not what torch does: their messages
+    #: are proved, and explained, where the book teaches them.
+    NOT_ON_ERRORS_PAGE = ("book/standard.md",)
+
+    def errors(self, rec, url) -> list:
+        """The errors page's entries, a section per chapter (in the page's contents), each
+        message an index entry at its entry: a pasted message is found."""
+        ref = reference_run(rec.runs)
+        raised = records.errors(rec.runs, [f for f in rec.current if f.chapter not in self.NOT_ON_ERRORS_PAGE], ref)
+        if not raised:
+            return [nodes.raw("", '<p class="tf-note">No messages recorded yet: run <code>make matrix</code> '
+                                  "(the record holds each fence's messages).</p>", format="html")]
+        out = [addnodes.index(entries=[("single", words, anchor, "main", None)
+                                       for anchor, found in verified.error_anchors(raised) for words in found])]
+        for title, html in verified.errors_sections(raised, url, ref, chapter_titles(Path(self.env.app.srcdir))):
+            section = nodes.section(ids=[f"errors-{nodes.make_id(title)}"])
+            section += nodes.title(title, title)
+            section += nodes.raw("", html, format="html")
+            out.append(section)
+        return out
+
     def run(self):
         part = self.arguments[0]
         if part not in self.PARTS:
@@ -813,14 +834,7 @@ class RecordDirective(SphinxDirective):
         elif part == "mutation":
             text = mutation.section_html(Path(self.env.app.srcdir))
         elif part == "errors":
-            ref = reference_run(rec.runs)
-            raised = records.errors(rec.runs, rec.current, ref)
-            text = verified.errors_html(raised, url, ref, chapter_titles(Path(self.env.app.srcdir)))
-            # Each message an index entry at its own entry: a pasted message is found.
-            index = addnodes.index(entries=[
-                ("single", words, anchor, "main", None)
-                for anchor, found in verified.error_anchors(raised) for words in found])
-            return [index, nodes.raw("", text, format="html")]
+            return self.errors(rec, url)
         else:
             node = unsearched_html()
             node["html"] = verified.grid_html(rec.runs, rec.current, url)

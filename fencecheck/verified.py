@@ -13,6 +13,7 @@ the page itself never scrolls sideways at 390 px.
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -214,47 +215,87 @@ def grid_html(runs: list[dict], current: list[Fence], url: Url) -> str:
     return legend + "".join(out)
 
 
-def error_anchors(raised: list[record.Raised]) -> list[tuple[str, list[str]]]:
-    """For each message on the errors page, in order: the id of its entry
-    (``message-<fence>-<n>``) and the words to find it by, as the site search's index
-    entries: the message as printed (``Kind: message``, its whitespace made single
-    spaces, as a one-line search box holds a pasted message), then each other
-    release's words. Sphinx's search lists a page first when the whole query is part of
-    one of its index entries; a ``;`` would split an entry into parts, so it is written
-    as a comma (the page's search reads words, not punctuation)."""
-    out, seen = [], {}
+#: A message that differs from another only in its numbers (sizes, indices) is the same
+#: message to a reader: one entry, the other numbers listed in it.
+_NUMBERS = re.compile(r"\d+")
+
+#: A "Raised by" line that shows no call a reader makes (a table's dispatch, ``eval``,
+#: a helper called with no arguments or only ``**kwargs``) is left out.
+_INDIRECT = re.compile(r"^(?:\w+\[[^\]]*\]|eval|exec)\(.*\)$|^\w+\((?:\*\*\w+)?\)$", re.S)
+
+
+def _one_line(kind: str, message: str) -> str:
+    return " ".join(f"{kind}: {message}".split())
+
+
+def error_entries(raised: list[record.Raised]) -> list[tuple[str, list[record.Raised]]]:
+    """The errors page's entries, in reading order: each distinct message (its numbers
+    aside) once, with every fence that proves it, and the entry's id
+    (``message-<first fence>-<n>``: the n-th message of that fence)."""
+    groups: dict[tuple[str, str], list[record.Raised]] = {}
+    anchors, seen = {}, {}
     for r in raised:
         n = seen[r.fence.id] = seen.get(r.fence.id, 0) + 1
-        words = [" ".join(f"{k}: {m}".split()).replace(";", ",")
-                 for k, m in [(r.kind, r.message), *r.elsewhere.values()]]
-        out.append((f"message-{r.fence.id}-{n}",
-                    [w for i, w in enumerate(words) if w not in words[:i]]))
+        key = (r.kind, _NUMBERS.sub("N", _one_line("", r.message)))
+        if key not in groups:
+            anchors[key] = f"message-{r.fence.id}-{n}"
+        groups.setdefault(key, []).append(r)
+    return [(anchors[key], group) for key, group in groups.items()]
+
+
+def error_anchors(raised: list[record.Raised]) -> list[tuple[str, list[str]]]:
+    """For each entry on the errors page, in order: its id and the words to find it by,
+    as the site search's index entries: each message as printed (``Kind: message``, its
+    whitespace made single spaces, as a one-line search box holds a pasted message), with
+    each other release's words. Sphinx's search lists a page first when the whole query is
+    part of one of its index entries; a ``;`` would split an entry into parts, so it is
+    written as a comma (the page's search reads words, not punctuation)."""
+    out = []
+    for anchor, group in error_entries(raised):
+        words = [_one_line(k, m).replace(";", ",")
+                 for r in group for k, m in [(r.kind, r.message), *r.elsewhere.values()]]
+        out.append((anchor, [w for i, w in enumerate(words) if w not in words[:i]]))
     return out
 
 
-def errors_html(raised: list[record.Raised], url: Url, reference: str, titles: dict[str, str]) -> str:
-    """The errors page's body: each message a fence proves, grouped by chapter, in full as
-    the ``reference`` run gave it, with the call that raises it, what it means (the
-    fence's claim), the fix where the fence names one, where the lesson explains it, and
-    each release or build that gave other words. ``titles``: chapter path -> its title."""
-    if not raised:
-        return ('<p class="tf-note">No messages recorded yet: run <code>make matrix</code> '
-                '(the record holds each fence\'s messages).</p>')
-    out, chapter = [], None
-    for r, (anchor, _) in zip(raised, error_anchors(raised)):
-        if r.fence.chapter != chapter:
-            chapter = r.fence.chapter
-            out.append(f'<h2 class="tf-errors-chapter">{esc(titles.get(chapter, Path(chapter).stem))}</h2>')
-        calls = "".join(f"<pre>{esc(c)}</pre>" for c in r.fence.calls)
-        other = "".join(
-            f"<li>{esc(k)}: <code>{esc(kind)}: {esc(msg)}</code></li>" for k, (kind, msg) in r.elsewhere.items())
-        out.append(
+def _code(text: str) -> str:
+    """Escaped, with the `backticks` of a fence's comment as code."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", esc(text))
+
+
+def errors_sections(raised: list[record.Raised], url: Url, reference: str,
+                    titles: dict[str, str]) -> list[tuple[str, str]]:
+    """The errors page's body, a (title, HTML) section per chapter: each message a fence
+    proves, once, in full as the ``reference`` run gave it (the same message with other
+    numbers listed under it), the calls that raise it, each fence that proves it with its
+    claim and the fix where it names one, and each release or build that gave other
+    words. ``titles``: chapter path -> its title."""
+    out: list[tuple[str, list[str]]] = []
+    for anchor, group in error_entries(raised):
+        first = group[0]
+        title = titles.get(first.fence.chapter, Path(first.fence.chapter).stem)
+        if not out or out[-1][0] != title:
+            out.append((title, []))
+        shown = _one_line(first.kind, first.message)
+        alike = [w for i, w in enumerate(_one_line(r.kind, r.message) for r in group)
+                 if w != shown and w not in [_one_line(r.kind, r.message) for r in group][:i]]
+        calls = [c for i, c in enumerate(c for r in group for c in r.fence.calls)
+                 if not _INDIRECT.match(c.strip())
+                 and c not in [c2 for r in group for c2 in r.fence.calls][:i]]
+        fences = [r.fence for i, r in enumerate(group) if r.fence not in [g.fence for g in group][:i]]
+        places = "".join(
+            f"<li>{fence_link(f, url)}: {esc(f.proves)}"
+            + (f"<br>The fix: {_code(f.fix)}" if f.fix else "") + "</li>" for f in fences)
+        other = {k: v for r in group for k, v in r.elsewhere.items()}
+        out[-1][1].append(
             f'<div class="tf-error" id="{esc(anchor)}">'
-            f'<p class="tf-error-message"><code>{esc(r.kind)}: {esc(r.message)}</code></p>'
-            + (f'<p>Raised by:</p>{calls}' if calls else "")
-            + f'<p>What it means: {esc(r.fence.proves)}</p>'
-            + (f'<p>The fix: {esc(r.fence.fix)}</p>' if r.fence.fix else "")
-            + f'<p>Explained in {fence_link(r.fence, url)} (torch {esc(reference)}).</p>'
-            + (f'<p>Other releases or builds gave other words:</p><ul>{other}</ul>' if other else "")
-            + '</div>')
-    return "\n".join(out)
+            f'<p class="tf-error-message"><code>{esc(first.kind)}: {esc(first.message)}</code></p>'
+            + (f"<p>The same with other numbers:</p><ul>{''.join(f'<li><code>{esc(w)}</code></li>' for w in alike)}</ul>"
+               if alike else "")
+            + ("<p>Raised by:</p>" + "".join(f"<pre>{esc(c)}</pre>" for c in calls) if calls else "")
+            + f"<p>Proved, and explained, in (torch {esc(reference)}):</p><ul>{places}</ul>"
+            + ("<p>Other releases or builds gave other words:</p><ul>" + "".join(
+                f"<li>{esc(k)}: <code>{esc(kind)}: {esc(msg)}</code></li>" for k, (kind, msg) in other.items())
+               + "</ul>" if other else "")
+            + "</div>")
+    return [(title, "\n".join(parts)) for title, parts in out]

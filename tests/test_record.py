@@ -567,11 +567,36 @@ def test_the_errors_page_quotes_the_reference_run_and_names_other_words():
     assert found[0].elsewhere == {"2.8.0 (CUDA 12.8 build)": ("RuntimeError", "old words")}
     from fencecheck import verified
 
-    html = verified.errors_html(found, lambda c: "a.html", "2.13.0+cpu", {"book/a.md": "Chapter A"})
-    assert "<h2" in html and "Chapter A" in html and "RuntimeError: new words" in html
+    ((title, html),) = verified.errors_sections(found, lambda c: "a.html", "2.13.0+cpu", {"book/a.md": "Chapter A"})
+    assert title == "Chapter A" and "RuntimeError: new words" in html
     assert "2.8.0 (CUDA 12.8 build): <code>RuntimeError: old words</code>" in html
     assert 'href="a.html#fence-a-raise"' in html
-    assert "No messages recorded yet" in verified.errors_html([], lambda c: "", "x", {})
+
+
+def test_the_errors_page_lists_a_message_once_with_each_fence_that_proves_it():
+    """The same message from two fences, and one fence's message with other numbers: one
+    entry each, every place and every wording listed, every wording an index entry; a
+    call a reader does not make (a dispatch table's) is not shown; a fix's `code` is code."""
+    from fencecheck import verified
+
+    one = record.Fence("a-one", "book/a.md", 0, "c0", "One", "claim one", calls=("x.view(-1)",),
+                       fix="use `x.reshape(-1)`")
+    two = record.Fence("b-two", "book/b.md", 0, "c1", "Two", "claim two", calls=("CALLS[name]()", "call()"))
+    sizes = [record.Raised(two, "RuntimeError", f"size of a ({n}) must match b ({n + 1})", {}) for n in (3, 4)]
+    found = [record.Raised(one, "RuntimeError", "view size", {}), record.Raised(two, "RuntimeError", "view size", {}),
+             *sizes]
+    entries = verified.error_entries(found)
+    assert [(a, [r.fence.id for r in g]) for a, g in entries] == [
+        ("message-a-one-1", ["a-one", "b-two"]), ("message-b-two-2", ["b-two", "b-two"])]
+    assert verified.error_anchors(found)[1] == ("message-b-two-2", [
+        "RuntimeError: size of a (3) must match b (4)", "RuntimeError: size of a (4) must match b (5)"])
+    sections = verified.errors_sections(found, lambda c: c, "2.13", {})
+    assert [t for t, _ in sections] == ["a", "b"]      # a section per chapter, in reading order
+    html = "".join(h for _, h in sections)
+    assert html.count('class="tf-error"') == 2 and html.count("#fence-b-two") == 2
+    assert "<li><code>RuntimeError: size of a (4) must match b (5)</code></li>" in html
+    assert "<pre>x.view(-1)</pre>" in html and "CALLS" not in html and "call()" not in html
+    assert "The fix: use <code>x.reshape(-1)</code>" in html
 
 
 def test_other_words_are_paired_by_alignment_not_by_position():

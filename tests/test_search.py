@@ -55,7 +55,7 @@ def test_each_message_is_an_index_entry_at_its_own_anchor():
     anchors = verified.error_anchors(found)
     assert anchors == [("message-a-raise-1", ["RuntimeError: new words", "RuntimeError: old words"]),
                        ("message-a-raise-2", ["ValueError: no data, none"])]  # ";" splits an entry
-    html = verified.errors_html(found, lambda c: "a.html", "2.13.0+cpu", {})
+    html = "".join(h for _, h in verified.errors_sections(found, lambda c: "a.html", "2.13.0+cpu", {}))
     assert '<div class="tf-error" id="message-a-raise-1">' in html
 
 

@@ -43,13 +43,15 @@ def result(release: str, build: str, flag: str, code_of: dict[str, str]) -> dict
              "outcome": "skipped" if fid == "gpu-only" else "passed",
              "reason": GPU if fid == "gpu-only" else "", "details": "", "proves": "",
              "observed": {"x.flag": flag} if fid == "flag-check" else {},
-             "labels": {"x.flag": "whether flamingos fly"} if fid == "flag-check" else {}}
+             "labels": {"x.flag": "whether flamingos fly"} if fid == "flag-check" else {},
+             **({"raised": [{"class": "RuntimeError", "message": "zebras refused"}]} if fid == "taught" else {})}
             for n, (fid, src) in enumerate(code_of.items())]
     return {"release": release, "torch": release, "build": build, "commit": "0123456789ab",
             "dirty": False, "date": "2026-12-01", "exitstatus": 0, "gpu": None, "fences": recs,
             "errors": [], "chapters": {"book/index.md": record.chapter_digest([]),
                                        "book/a.md": record.chapter_digest(list(code_of.values())),
-                                       "book/verified.md": record.chapter_digest([])}}
+                                       "book/verified.md": record.chapter_digest([]),
+                                       "book/errors.md": record.chapter_digest([])}}
 
 
 def lay_out(root: Path) -> None:
@@ -63,13 +65,14 @@ def lay_out(root: Path) -> None:
         + fence("gpu-only", NEEDS_GPU) + "\n## Taught\n\n" + fence("taught", TAUGHT))
     verified = (Path(__file__).resolve().parents[1] / "book" / "verified.md").read_text()
     (root / "book" / "verified.md").write_text(verified)
+    (root / "book" / "errors.md").write_text(HEADER + "# Errors\n\n## Every message\n\n```{record} errors\n```\n")
     for release, build, flag in (("2.8.0", "CUDA 12.8", "False"), ("2.11.0", "CUDA 12.8", "True"),
                                  ("2.15.0", "CUDA 13.0", "True")):
         (root / "results" / f"{release}.json").write_text(json.dumps(result(release, build, flag, code_of)))
     old = result("2.9.1", "CUDA 12.8", "False", {GRID_ONLY: HOLDS})  # chapter a changed since: stale
     (root / "results" / "2.9.1.json").write_text(json.dumps(old))
     (root / "_toc.yml").write_text("format: jb-book\nroot: book/index\nchapters:\n"
-                                   "  - file: book/a\n  - file: book/verified\n")
+                                   "  - file: book/a\n  - file: book/verified\n  - file: book/errors\n")
     (root / "_config.yml").write_text(
         "title: record\nexecute:\n  execute_notebooks: 'off'\n"
         "sphinx:\n  extra_extensions: [fencecheck.sphinx]\n")
@@ -95,7 +98,7 @@ def site(request, tmp_path_factory):
     proc = subprocess.run([str(jb), "build", str(root), "-W", "-n", "--keep-going"],
                           capture_output=True, text=True, timeout=600)
     html = root / "_build" / "html"
-    pages = {p: (html / "book" / f"{p}.html").read_text() for p in ("a", "verified")
+    pages = {p: (html / "book" / f"{p}.html").read_text() for p in ("a", "verified", "errors")
              if (html / "book" / f"{p}.html").exists()}
     index = (html / "searchindex.js").read_text() if (html / "searchindex.js").exists() else ""
     result = [proc.returncode, proc.stdout[-3000:] + proc.stderr[-3000:], pages, index]
@@ -107,7 +110,7 @@ def site(request, tmp_path_factory):
 def test_the_book_builds(site):
     code, out, pages, _ = site
     assert code == 0, out
-    assert set(pages) == {"a", "verified"}
+    assert set(pages) == {"a", "verified", "errors"}
 
 
 def badges(page: str) -> list[tuple[str, str, str]]:
@@ -184,6 +187,7 @@ def test_an_incremental_build_reads_again_exactly_the_pages_whose_record_changed
     other chapter; a prose edit: that page alone. Each page read again shows the new
     record."""
     lay_out(tmp_path)
+    (tmp_path / "book" / "errors.md").unlink()   # a page of the record like verified: not needed here
     (tmp_path / "book" / "index.md").write_text(
         HEADER + "# Home\n\nA test book of {book}`index_fences` fences.\n")
     other = HEADER + "# Chapter B\n\nSome prose.\n\n" + fence("b-holds", HOLDS)
@@ -283,3 +287,12 @@ def test_the_site_proof_key_follows_the_verifier(verifier_edited):
     before = build_key()
     verifier_edited()
     assert build_key() != before
+
+
+def test_the_errors_page_has_a_section_per_chapter_in_its_contents_and_finds_a_message(site):
+    code, out, pages, index = site
+    assert code == 0, out
+    page = pages["errors"]
+    assert '<section id="errors-chapter-a">' in page and 'href="#errors-chapter-a"' in page   # in the contents
+    assert 'id="message-taught-1"' in page and "RuntimeError: zebras refused" in page
+    assert '"runtimeerror: zebras refused"' in index.lower()     # an index entry: a paste finds it
