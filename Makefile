@@ -13,7 +13,7 @@ TORCH  ?= torch==$(or $(REFERENCE),$(error cannot read REFERENCE from fencecheck
 # alone, the reference torch is the CUDA build, which runs on the CPU too). For the CPU
 # build from PyTorch's index: TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?=
-EXTRAS ?= test,site
+EXTRAS ?= test,site,matrix
 BIN    := $(VENV)/bin
 # The stamp names what was asked for: another TORCH, index or extras reinstalls.
 WANTED := $(TORCH) $(TORCH_INDEX) $(EXTRAS)
@@ -115,11 +115,10 @@ WORKERS ?= -n auto --dist loadscope
 test: $(STAMP)
 	$(BIN)/python -m pytest $(WORKERS) $(if $(FRESH),--fences-fresh) $(PYTEST_ARGS)
 
-# uv installs the release environments from one shared cache (tools/venvs.py).
+# nox makes the release environments with uv, from one shared cache (noxfile.py).
 # The arguments and results/ are checked first: a typo installs nothing.
 matrix: $(STAMP)
 	$(BIN)/python tools/matrix.py --check $(RELEASES)
-	@$(BIN)/python -c "import uv" 2>/dev/null || $(BIN)/python -m pip install --quiet uv
 	$(BIN)/python tools/matrix.py $(RELEASES)
 
 matrix-report: $(STAMP)

@@ -1,6 +1,6 @@
 """The torch releases the matrix verifies on: the one list, as plain data.
 
-``tools/matrix.py`` turns each entry into a ``venvs.Release`` (what to install);
+``tools/matrix.py`` runs each entry, in its session of ``noxfile.py`` (what to install);
 ``fencecheck.record`` reads the names to refuse a results file for a release the
 matrix does not run. Neither imports the other: both read this module, which
 imports nothing.

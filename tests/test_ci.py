@@ -113,23 +113,42 @@ def test_a_failing_nightly_is_reported_not_failing_the_run_nor_in_the_record(mon
     assert matrix.NIGHTLY_RESULTS.parent.name == "_build"     # not results/: not the record
 
 
-def test_the_nightly_environment_is_installed_afresh_each_day(monkeypatch):
-    import datetime
+def test_the_nightly_environment_takes_the_newest_nightly_at_each_install():
+    """nox reuses an environment; the nightly's install upgrades torch from the nightly
+    index each time (a pinned release's is only checked), then adds the suite's packages."""
+    import noxfile
 
-    import venvs
+    torch_call, suite_call = noxfile.install_args("nightly", environ={})
+    assert torch_call[-1] == "torch" and "--upgrade-package" in torch_call
+    assert torch_call[torch_call.index("--index-url") + 1] == noxfile.NIGHTLY_INDEX
+    assert suite_call == noxfile.SUITE
+    assert not any("--upgrade-package" in call for call in noxfile.install_args("2.8.0", environ={}))
 
-    class Day(datetime.date):
-        today_is = datetime.date(2026, 12, 1)
 
-        @classmethod
-        def today(cls):
-            return cls.today_is
+def test_nox_has_a_session_for_each_listed_release(tmp_path):
+    """noxfile.py's sessions, as nox lists them, are fencecheck/releases.py's list, then
+    newest and nightly: a release added there alone (here, in a copy) is a session; the
+    matrix runs each release in its session (a release newer than the list in newest's)."""
+    import shutil
 
-    monkeypatch.setattr(datetime, "date", Day)
-    first = venvs._stamp(matrix.NIGHTLY), venvs._stamp(matrix.RELEASES[0])
-    Day.today_is = datetime.date(2026, 12, 2)
-    second = venvs._stamp(matrix.NIGHTLY), venvs._stamp(matrix.RELEASES[0])
-    assert first[0] != second[0] and first[1] == second[1]
+    from fencecheck import releases
+
+    def sessions(root: Path) -> list[str]:
+        out = subprocess.run([sys.executable, "-m", "nox", "-f", str(root / "noxfile.py"), "-l", "--json"],
+                             capture_output=True, text=True, check=True).stdout
+        return [s["session"] for s in json.loads(out)]
+
+    expected = [f"torch({n})" for n in [*releases.names(), "newest", "nightly"]]
+    assert sessions(ROOT) == expected
+    for release in [*matrix.RELEASES, matrix.NIGHTLY, matrix.Release("2.99.0", "torch==2.99.0")]:
+        assert matrix.nox_command(release)[-1] in expected, release
+    assert matrix.nox_command(matrix.Release("2.99.0", "torch==2.99.0"))[-1] == "torch(newest)"
+    (tmp_path / "fencecheck").mkdir()
+    (tmp_path / "fencecheck" / "__init__.py").write_text("")
+    shutil.copy(ROOT / "noxfile.py", tmp_path)
+    (tmp_path / "fencecheck" / "releases.py").write_text(
+        (ROOT / "fencecheck" / "releases.py").read_text() + '\nRELEASES += (("2.99.0", "torch==2.99.0", "", ""),)\n')
+    assert sessions(tmp_path) == [*expected[:-2], "torch(2.99.0)", *expected[-2:]]
 
 
 def test_the_site_depends_on_every_module_of_both_packages():

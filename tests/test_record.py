@@ -454,7 +454,7 @@ def test_make_matrix_checks_its_arguments_before_installing_anything(tmp_path: P
                            f"BIN={fake.parent}"], capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and "unknown release 'bogus'" in proc.stderr, proc.stderr
     calls = log.read_text().splitlines()
-    assert calls == ["tools/matrix.py --check 2.8.0 bogus"], calls   # no pip, no uv, no run
+    assert calls == ["tools/matrix.py --check 2.8.0 bogus"], calls   # no nox, no run
     assert matrix.main(["--check", "2.8.0", "newest"]) == 0
 
 
@@ -484,25 +484,43 @@ def test_committed_results_are_read_from_git_head(tmp_path: Path):
     assert matrix.committed_results(tmp_path / "results" / "nowhere") is None
 
 
-def test_uv_gets_pips_find_links_and_pips_cap_is_lifted(monkeypatch):
-    import venvs
+def test_uv_gets_pips_find_links_and_not_its_cap():
+    import noxfile
 
-    env = venvs.install_env({"PIP_FIND_LINKS": "/opt/wheels https://example.org/torch/"})
-    assert env["UV_FIND_LINKS"] == "/opt/wheels,https://example.org/torch/"
-    assert env["UV_LINK_MODE"] == "hardlink" and env["UV_CACHE_DIR"] == str(venvs.UV_CACHE)
-    assert Path(env["PIP_CONSTRAINT"]).read_text() == ""  # exists on every machine, caps nothing
-    assert "UV_FIND_LINKS" not in venvs.install_env({})
+    pip = {"PIP_FIND_LINKS": "/opt/wheels https://example.org/torch/", "PIP_CONSTRAINT": "/etc/cap.txt"}
+    (call,) = noxfile.install_args("2.8.0", environ=pip)
+    assert call[:4] == ["--find-links", "/opt/wheels", "--find-links", "https://example.org/torch/"]
+    assert not any("cap.txt" in arg or "constraint" in arg for arg in call)   # pip's cap stays pip's
+    assert noxfile.find_links("https://own/", {"UV_FIND_LINKS": "/w", **pip}) == []   # uv reads its own
 
 
-def test_disk_usage_counts_a_hard_linked_file_once(tmp_path: Path):
-    import venvs
+def test_each_release_environment_pins_its_torch_exactly():
+    """A release's one requirement on torch is ``torch==`` its name (the test extra's
+    ``torch>=2.8`` is left to it); newest's, the one left open, shows the check tells them apart."""
+    import noxfile
 
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    (tmp_path / "a" / "wheel").write_bytes(b"x" * 100_000)
-    (tmp_path / "b" / "wheel").hardlink_to(tmp_path / "a" / "wheel")
-    one = venvs.disk_usage([tmp_path / "a"])
-    assert venvs.disk_usage([tmp_path / "a", tmp_path / "b"]) == one
+    def torches(name: str) -> list[str]:
+        return [arg for call in noxfile.install_args(name, environ={}) for arg in call if arg.startswith("torch")]
+
+    for name in releases.names():
+        assert torches(name) == [f"torch=={name}"], name
+    assert "torch" in torches("newest") and not any("==" in arg for arg in torches("newest"))
+    assert noxfile.SUITE[1:] == [str(ROOT / "pyproject.toml"), "--extra", "test"]
+
+
+def test_the_whole_matrix_prunes_the_environments_nox_no_longer_has(tmp_path: Path, monkeypatch):
+    import noxfile
+
+    monkeypatch.setattr(noxfile, "ENVS", tmp_path / "nox")
+    monkeypatch.setattr(noxfile, "UV_CACHE", tmp_path / "uv")
+    for folder, session in (("torch-2-8-0", "2.8.0"), ("torch-2-7-1", "2.7.1"), ("other", "")):
+        (tmp_path / "nox" / folder).mkdir(parents=True)
+        if session:
+            (tmp_path / "nox" / folder / noxfile.MARKER).write_text(session)
+    matrix.environments(prune=False)   # some releases ran: nothing goes
+    assert len(list((tmp_path / "nox").iterdir())) == 3
+    matrix.environments(prune=True)
+    assert sorted(p.name for p in (tmp_path / "nox").iterdir()) == ["other", "torch-2-8-0"]
 
 
 # --- observe ------------------------------------------------------------------------------------
@@ -521,10 +539,14 @@ def test_observe_with_and_without_a_label_round_trips(capsys):
 
 
 def test_the_cpu_build_names_where_its_wheel_is():
+    import noxfile
+
     cpu = next(r for r in matrix.RELEASES if r.name.endswith("+cpu"))
     assert cpu.requirement == f"torch=={releases.REFERENCE}+cpu"   # the reference's CPU build
-    assert cpu.find_links == "https://download.pytorch.org/whl/cpu/torch/"
-    assert all(not r.find_links for r in matrix.RELEASES if r is not cpu)  # PyPI's builds
+    page = ["--find-links", "https://download.pytorch.org/whl/cpu/torch/"]
+    assert noxfile.install_args(cpu.name, environ={})[0][:2] == page
+    assert all(noxfile.install_args(r.name, environ={})[0][0] == r.requirement   # PyPI's builds
+               for r in matrix.RELEASES if r is not cpu)
 
 
 def test_the_record_names_a_commit_that_touched_either_package():

@@ -96,7 +96,7 @@ def test_make_matrix_fails_on_a_planted_hand_edit(tmp_path, monkeypatch):
     monkeypatch.setattr(matrix, "committed_results", lambda: [planted])
     monkeypatch.setattr(matrix, "run_release", run_release)
     monkeypatch.setattr(matrix, "report", lambda before, names, base: "# report\n")
-    monkeypatch.setattr(matrix.venvs, "disk_usage", lambda paths: 0)
+    monkeypatch.setattr(matrix, "environments", lambda prune: None)
     (tmp_path / "_build").mkdir()
     assert matrix.main(["2.11.0"]) == 1
     text = (tmp_path / "_build" / "matrix-report.md").read_text()

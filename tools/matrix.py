@@ -9,9 +9,9 @@
 Runs every release in ``RELEASES`` plus *newest*, the newest torch on PyPI
 (resolved now, so a new release is verified by the weekly run with no
 edit; when it is one of the listed releases it runs once). Each release
-has its own virtual environment (``tools/venvs.py``); the project is not
-installed there: the suite runs with PYTHONPATH set to this checkout, so
-the fences tested are the ones in this clone.
+has its own virtual environment, a session of ``noxfile.py`` (nox, with uv);
+the project is not installed there: the suite runs with PYTHONPATH set to this
+checkout, so the fences tested are the ones in this clone.
 
 Each chapter runs in a fresh kernel of its own, as under ``make test``, and
 its executed notebook goes to the execution cache, keyed on the torch build and
@@ -36,9 +36,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -46,23 +48,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import venvs  # noqa: E402
-from venvs import Release  # noqa: E402
-
 from fencecheck import record  # noqa: E402
 from fencecheck import releases as listed  # noqa: E402
 
 RESULTS = ROOT / "results"
 REPORT = ROOT / "_build" / "matrix-report.md"
 
+@dataclass(frozen=True)
+class Release:
+    """A torch to verify on: the name the results file takes and the pip requirement."""
+
+    name: str
+    requirement: str
+    why: str = ""
+
+
 # The list lives in fencecheck/releases.py (the record reads it too, to refuse a results
 # file for a release the matrix does not run).
-RELEASES = [Release(name, req, why, find_links=links) for name, req, why, links in listed.RELEASES]
+RELEASES = [Release(name, req, why) for name, req, why, _ in listed.RELEASES]
 NEWEST = "newest"
 #: The newest nightly (CPU build), run only when named: reported beside the matrix, never
 #: part of the record (its results go to _build/, not results/) and never failing the run.
-NIGHTLY = Release("nightly", "torch", "the newest nightly build, reported only",
-                  index_url="https://download.pytorch.org/whl/nightly/cpu")
+NIGHTLY = Release("nightly", "torch", "the newest nightly build, reported only")
 NIGHTLY_RESULTS = ROOT / "_build" / "nightly.json"
 PYPI_JSON = "https://pypi.org/pypi/torch/json"
 
@@ -212,8 +219,13 @@ def own_python(release: Release) -> Path | None:
         here = version("torch")
     except PackageNotFoundError:
         return None
-    mine = release.requirement == f"torch=={here}" and not release.index_url
-    return Path(sys.executable) if mine else None
+    return Path(sys.executable) if release.requirement == f"torch=={here}" else None
+
+
+def nox_command(release: Release) -> list[str]:
+    """nox, for the release's session of noxfile.py (a release newer than the list: newest's)."""
+    session = release.name if release in RELEASES or release == NIGHTLY else NEWEST
+    return [sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "-s", f"torch({session})"]
 
 
 def run_release(release: Release) -> int:
@@ -222,8 +234,10 @@ def run_release(release: Release) -> int:
     out = NIGHTLY_RESULTS if release == NIGHTLY else RESULTS / f"{release.name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    python, nox = own_python(release), nox_command(release)
     try:
-        python = own_python(release) or venvs.ensure(release, log=lambda m: print(m, flush=True)) / "bin" / "python"
+        if not python:  # nox makes (or checks) the environment, then runs the suite in it
+            subprocess.run([*nox, "--install-only"], cwd=ROOT, check=True)
     except subprocess.CalledProcessError as exc:
         failed = {"release": release.name, "torch": None, "build": "install failed",
                   "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "exitstatus": 1,
@@ -232,8 +246,9 @@ def run_release(release: Release) -> int:
         print(f"[matrix] {release.name}: INSTALL FAILED ({exc})", flush=True)
         return 1
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = pytest_command(python, out, release.name)
+    cmd = pytest_command(python or "python", out, release.name)
     print(f"[matrix] {release.name}: {' '.join(cmd[2:])}", flush=True)
+    cmd = cmd if python else [*nox, "--no-install", "--", *cmd]
     code = subprocess.run(cmd, cwd=ROOT, env=env).returncode
     print(f"[matrix] {release.name}: exit {code} in {time.monotonic() - started:.0f} s", flush=True)
     return code if out.exists() else (code or 1)
@@ -267,6 +282,24 @@ def nightly_section(path: Path = NIGHTLY_RESULTS) -> str:
     return head + (f"torch {run.get('torch')}: {counts}; exit status {run.get('exitstatus')}."
                    + (f" Failed: {', '.join(failed)}." if failed else "")
                    + (f" {run['error']}." if run.get("error") else "") + "\n")
+
+
+def environments(prune: bool) -> None:
+    """After a run of the whole matrix (``prune``), remove the environments of sessions that
+    noxfile.py no longer has, then uv's cache entries only they used; then print the disk the
+    environments and the cache use (du counts a hard-linked wheel once)."""
+    import noxfile
+
+    if prune:
+        for marker in sorted(noxfile.ENVS.glob(f"*/{noxfile.MARKER}")):
+            if marker.read_text() not in noxfile.SESSIONS:
+                print(f"[matrix] removing {marker.parent} (no longer in the matrix)", flush=True)
+                shutil.rmtree(marker.parent)
+        subprocess.run([sys.executable, "-m", "uv", "cache", "prune", "--quiet"], check=False,
+                       env={**os.environ, "UV_CACHE_DIR": str(noxfile.UV_CACHE)})
+    there = [str(p) for p in (noxfile.ENVS, noxfile.UV_CACHE) if p.exists()]
+    if there:
+        subprocess.run(["du", "-sch", *there], check=False)
 
 
 def main(argv: list[str]) -> int:
@@ -311,8 +344,7 @@ def main(argv: list[str]) -> int:
     RESULTS.mkdir(exist_ok=True)
     codes = {rel.name: run_release(rel) for rel in releases}
     nightly = codes.pop(NIGHTLY.name, None)
-    if not args.releases and not problems:  # the whole matrix: environments it no longer runs go
-        venvs.prune(releases, log=lambda m: print(m, flush=True))
+    environments(prune=not args.releases and not problems)
     text = report(before, list(codes) + ([NIGHTLY.name] if nightly is not None else []), base)
     section, unreproduced = reproduced(before, list(codes))
     text += "\n" + section
@@ -322,9 +354,6 @@ def main(argv: list[str]) -> int:
     print(f"[matrix] report written to {REPORT.relative_to(ROOT)}")
     for failure in unreproduced:
         problems.append(f"not reproduced: {failure}")
-    used = venvs.disk_usage([venvs.VENVS, venvs.UV_CACHE])
-    print(f"[matrix] environments and their cache use {used / 2**30:.1f} GiB "
-          f"({venvs.VENVS}, {venvs.UV_CACHE})")
     print("[matrix] " + ", ".join(f"{n}: {'ok' if c == 0 else 'FAILED'}" for n, c in codes.items()))
     for problem in problems:
         print(f"[matrix] FAILED {problem}")
