@@ -10,7 +10,8 @@ What is checked, per chapter:
 - a forbidden tag (``raises-exception``, ``nbval-skip``...);
 - a fence (a code cell tagged ``fence``) without a ``fence-id``, with an id
   that is not lower-case words joined by ``-``, or an id without the tag;
-- a fence with no ``# Proves:`` line;
+- a fence with no ``# Proves:`` line, or one whose sentence has no full stop (a blank
+  ``#`` line cut it: the fold shows the part before it);
 - a code cell over ``MAX_VISIBLE_LINES`` lines that is not folded; a
   ``proof`` tag on a cell that is not a fence; a fence tagged
   ``remove-cell`` or ``remove-input`` (it would vanish from the page);
@@ -358,6 +359,10 @@ def cell_problems(nb, text: str | None = None) -> list[str]:
         if not PROVES.search(cell.source):
             problems.append(f"{where}: tagged 'fence' but has no '# Proves:' line "
                             "saying what it proves")
+        elif not re.search(r"[.!?]\)?$", proves(cell.source)):
+            problems.append(f"{where}: the '# Proves:' sentence has no full stop: it ends at "
+                            "a blank `#` line, code or a label, and the fold and the errors "
+                            f"page show it cut ({proves(cell.source)[-40:]!r}); finish it there")
         broken = syntax_problem(cell.source, bases[code_index] if code_index < len(bases) else
                                 (starts[code_index] + 1 if code_index < len(starts) else None))
         if broken:
