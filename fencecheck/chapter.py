@@ -125,9 +125,10 @@ def _extensions_in(config: str) -> tuple[str, ...]:
     return tuple(sorted((data.get("parse") or {}).get("myst_enable_extensions") or ()))
 
 
-def form(text: str) -> int | None:
-    """The lesson form a chapter declares (``tensor-fences: {form: 3}``), or None."""
-    meta = front_matter(text).get("tensor-fences")
+def form(text: str | dict) -> int | None:
+    """The lesson form a chapter declares (``tensor-fences: {form: 3}``), or None; from its
+    text, or from its front matter as a dict (a notebook's metadata)."""
+    meta = (text if isinstance(text, dict) else front_matter(text)).get("tensor-fences")
     return meta.get("form") if isinstance(meta, dict) else None
 
 
@@ -138,7 +139,7 @@ def form(text: str) -> int | None:
 LESSON_FORM = 3
 
 
-def is_lesson(text: str) -> bool:
+def is_lesson(text: str | dict) -> bool:
     """Whether the chapter ``text`` is a lesson: its front matter declares the lesson form."""
     return form(text) == LESSON_FORM
 

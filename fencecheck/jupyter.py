@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from . import lint
+from . import chapter, lint
 
 ROLE = re.compile(r"\{([a-z:]+)\}`([^`]*)`")
 DIRECTIVE = re.compile(r"^(`{3,}|:{3,})\{([a-z-]+)\}[ \t]*(.*)$")
@@ -174,6 +174,7 @@ def for_jupyter(nb, ext: dict, site: str = "../../", subs: dict | None = None):
     ``site``: where the site's pages are, relative to the notebook or absolute.
     """
     glued = glued_values(nb)
+    lesson = chapter.is_lesson(dict(nb.metadata))
     in_solution = False
     nb.cells = [part for cell in nb.cells for part in _split_checks(cell)]
     for cell in nb.cells:
@@ -193,7 +194,9 @@ def for_jupyter(nb, ext: dict, site: str = "../../", subs: dict | None = None):
             folds.append(False)
         if in_solution or folds:
             fold = {"source_hidden": True}
-            if in_solution or any(folds):
+            table = any("text/markdown" in (o.get("data") or {}) for o in cell.outputs)
+            if in_solution or (any(folds) and not (
+                    lint.PROOF_TAG in tags and lint.proof_output_shown(lesson, table))):
                 fold["outputs_hidden"] = True
             cell.metadata.setdefault("jupyter", {}).update(fold)
     nb.cells = [c for c in nb.cells if c.cell_type != "markdown" or c.source.strip()]

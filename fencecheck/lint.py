@@ -58,6 +58,15 @@ FORBIDDEN_TAGS = {
 #: behind its ``# Proves:`` text, on the site (``fencecheck.sphinx``), in the downloaded
 #: notebook (``metadata.jupyter.source_hidden``) and so in the PDF printed from the site.
 PROOF_TAG = "proof"
+
+
+def proof_output_shown(lesson: bool, has_table: bool) -> bool:
+    """The fold rule's one exception: on a page that is not a lesson, a proof that prints a
+    table (``fences.table``) keeps the table shown, only its code folded: a reference
+    page's tables are what its reader comes for (and what its prose points at)."""
+    return has_table and not lesson
+
+
 #: Tags that keep a cell's code off the page until a click (or off it entirely).
 FOLDING_TAGS = {PROOF_TAG, "hide-input", "hide-cell", "remove-input", "remove-cell"}
 #: No code cell shows more lines than this without a click: the one home of the limit

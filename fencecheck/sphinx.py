@@ -285,14 +285,20 @@ def _fold_proofs(app, doctree) -> None:
     """On the page: each proof folded, code and output, behind its ``# Proves:`` text
     (the fold rule, ``lint.PROOF_TAG``; the notebook's is in ``fencecheck.jupyter``);
     each lesson fence shows its teaching part and output, its check part folded after
-    them behind "✓ N checks" (``lint.lesson_parts``)."""
+    them behind "✓ N checks" (``lint.lesson_parts``). Off a lesson, a proof's table stays
+    shown (``lint.proof_output_shown``)."""
+    path = Path(app.env.doc2path(app.env.docname))
+    lesson = path.exists() and chapters.is_lesson(path.read_text(encoding="utf-8"))
     for cell in list(doctree.findall(nodes.container)):
         if cell.get("nb_element") != "cell_code":
             continue
         tags = (cell.get("cell_metadata") or {}).get("tags", [])
         source = next((n for n in cell.findall(nodes.literal_block)), None)
         if lint.PROOF_TAG in tags:
-            myst_nb.fold_cell(cell, *lint.fold_caption(source.astext() if source else ""))
+            table = any(out.get("nb_element") == "cell_code_output" and next(out.findall(nodes.table), None)
+                        for out in cell.children)
+            myst_nb.fold_cell(cell, *lint.fold_caption(source.astext() if source else ""),
+                              mode="input" if lint.proof_output_shown(lesson, bool(table)) else "all")
         elif "fence" in tags and source is not None:
             _fold_checks(cell, source)
 
@@ -954,7 +960,8 @@ def setup(app):
     app.connect("html-page-context", _offer_wheel, priority=900)  # after the theme's menu
     # The search index's stems live in the saved environment: a new stemming rule
     # (fencecheck.search) is a new env_version, so no page keeps the old stems; what the
-    # environment keeps per page (PER_PAGE) is new in 2. Either is a new version.
+    # environment keeps per page (PER_PAGE) is new in 2; how a read page is folded
+    # (_fold_proofs: a reference page's tables shown) is new in 3. Each is a new version.
     app.add_search_language(search.BookEnglish)
-    return {"version": "2", "env_version": 10 * 2 + search.ENV_VERSION,
+    return {"version": "3", "env_version": 10 * 3 + search.ENV_VERSION,
             "parallel_read_safe": True, "parallel_write_safe": True}

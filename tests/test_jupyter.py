@@ -90,6 +90,26 @@ def test_proofs_and_solutions_are_collapsed_and_the_lesson_is_open():
     assert jupyter.open_solutions(opened) == ["code cell 5 of a solution is open"]
 
 
+def test_a_proofs_table_stays_shown_off_a_lesson_and_folded_in_one():
+    """Off a lesson (a reference page) a proof that prints a table keeps the table shown,
+    its code folded; in a lesson, and for a proof printing no table, both fold."""
+    def folds(lesson: bool) -> list[dict]:
+        table = new_output("display_data", data={"text/markdown": "| a |\n|---|\n| 1 |",
+                                                 "text/plain": "table"})
+        nb = new_notebook(cells=[
+            new_code_cell("# Proves: a.\nfences.table(t)", metadata={"tags": ["fence", "proof"]},
+                          outputs=[table]),
+            new_code_cell("# Proves: b.\nprint(1)", metadata={"tags": ["fence", "proof"]},
+                          outputs=[new_output("stream", name="stdout", text="1\n")])])
+        if lesson:
+            nb.metadata["tensor-fences"] = {"form": 3}
+        return [c.metadata["jupyter"] for c in jupyter.for_jupyter(nb, EXT).cells]
+
+    both = {"source_hidden": True, "outputs_hidden": True}
+    assert folds(lesson=False) == [{"source_hidden": True}, both]
+    assert folds(lesson=True) == [both, both]
+
+
 def test_a_missing_glued_value_is_reported():
     nb = notebook()
     nb.cells[0].outputs = []

@@ -296,3 +296,29 @@ def test_the_errors_page_has_a_section_per_chapter_in_its_contents_and_finds_a_m
     assert '<section id="errors-chapter-a">' in page and 'href="#errors-chapter-a"' in page   # in the contents
     assert 'id="message-taught-1"' in page and "RuntimeError: zebras refused" in page
     assert '"runtimeerror: zebras refused"' in index.lower()     # an index entry: a paste finds it
+
+
+def test_a_proofs_table_is_shown_off_a_lesson_its_code_folded(tmp_path):
+    """The site's side of the rule (``lint.proof_output_shown``): a proof whose output holds
+    a table folds its code only on a page that is not a lesson; in a lesson, code and table."""
+    from types import SimpleNamespace
+
+    from docutils import nodes
+
+    from fencecheck import sphinx as ext
+
+    def fold(lesson: bool, tmp: Path) -> str:
+        page = tmp / ("lesson.md" if lesson else "ref.md")
+        page.write_text(("---\ntensor-fences: {form: 3}\n---\n" if lesson else "") + "# T\n")
+        cell = nodes.container(nb_element="cell_code", cell_metadata={"tags": ["fence", "proof"]})
+        cell += nodes.literal_block("# Proves: a.\nfences.table(t)", "# Proves: a.\nfences.table(t)")
+        out = nodes.container(nb_element="cell_code_output")
+        out += nodes.table()
+        cell += out
+        doctree = nodes.document(None, None)
+        doctree += cell
+        env = SimpleNamespace(docname="x", doc2path=lambda name: str(page))
+        ext._fold_proofs(SimpleNamespace(env=env), doctree)
+        return cell["hide_mode"]
+
+    assert fold(False, tmp_path) == "input" and fold(True, tmp_path) == "all"
