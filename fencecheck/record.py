@@ -617,6 +617,8 @@ class Change:
     segments: list[tuple[str, str]] = field(default_factory=list)
     values: dict[str, str] = field(default_factory=dict)  # release -> value
     only: list[str] = field(default_factory=list)  # "one-build": the labels of the lone build
+    #: the CUDA builds' runs had no GPU: a build's value, not a GPU's (a reader would think so)
+    no_gpu: bool = False
 
     def text(self, limit: int | None = None) -> str:
         """The change in a few words: "changed in 2.11.0: X → Y"."""
@@ -624,17 +626,21 @@ class Change:
             v = words(v)
             return v if limit is None or len(v) <= limit else v[: limit - 1] + "…"
 
+        def build(b: str, many: bool = False) -> str:
+            s = "builds" if many else "build"
+            return f"{b} {s} with no GPU" if b == "CUDA" and self.no_gpu else f"{b} {s}"
+
         if self.kind == "one-build":
             lone = next(b for b, _ in self.by_build.items() if b == "CPU-only") \
                 if "CPU-only" in self.by_build and len(self.only) else next(iter(self.by_build))
-            others = [f"{b} builds: {short(v)}" for b, v in self.by_build.items() if b != lone]
-            return (f"seen only on the {lone} build {', '.join(self.only)}: "
+            others = [f"{build(b, True)}: {short(v)}" for b, v in self.by_build.items() if b != lone]
+            return (f"seen only on the {build(lone)} {', '.join(self.only)}: "
                     f"{short(self.by_build[lone])}; " + "; ".join(others))
         if self.kind == "release":
             return f"changed in {self.release()}: {short(self.old)} → {short(self.new)}"
         if self.kind == "build":
             builds, values = zip(*self.by_build.items())
-            return (" vs ".join(f"{b} build" for b in builds) + ": "
+            return (" vs ".join(build(b) for b in builds) + ": "
                     + " vs ".join(short(v) for v in values))
         return "varies: " + ", ".join(f"{short(v)} from {r}" for r, v in self.segments)
 
@@ -684,12 +690,14 @@ def classify(fence: str, name: str, text: str, points: list[tuple[dict, str]]) -
         bases: dict[str, set] = {}
         for run, _ in points:
             bases.setdefault("CPU-only" if is_cpu(run) else "CUDA", set()).add(label(run).partition("+")[0])
+        no_gpu = not any(r.get("gpu") for r, _ in points if not is_cpu(r))
         if set.intersection(*bases.values()):
-            return Change(fence, name, text, "build", by_build=by_build, values=values)
+            return Change(fence, name, text, "build", by_build=by_build, values=values, no_gpu=no_gpu)
         lone = min(bases, key=lambda k: len(bases[k]))
         only = [label(r) for r, _ in points if ("CPU-only" if is_cpu(r) else "CUDA") == lone]
         return Change(fence, name, text, "one-build", by_build={lone: by_build[lone],
-                      **{k: v for k, v in by_build.items() if k != lone}}, values=values, only=only)
+                      **{k: v for k, v in by_build.items() if k != lone}}, values=values, only=only,
+                      no_gpu=no_gpu)
     if len(segments) == 2:
         return Change(fence, name, text, "release", old=segments[0][1], new=segments[1][1],
                       since=segments[1][0], values=values)

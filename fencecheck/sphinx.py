@@ -874,7 +874,14 @@ def _add_badges(app, doctree, docname) -> None:
     if not sections:
         return
     para = nodes.paragraph(classes=["tf-page-record"])
-    para += nodes.Text(summary + " ")
+    glossary = app.config.fences_glossary_page
+    before, word, after = summary.partition(" fences ")
+    if word and glossary in app.env.found_docs:   # the page's first word of the book's own: defined
+        term = app.builder.get_relative_uri(docname, glossary) + "#term-fence"
+        para += [nodes.Text(before + " "), nodes.reference("", "fences", refuri=term),
+                 nodes.Text(" " + after + " ")]
+    else:
+        para += nodes.Text(summary + " ")
     changes = app.builder.get_relative_uri(docname, app.config.fences_changes_page)
     para += nodes.reference("", "What changed between releases", refuri=changes)
     title = sections[0].next_node(nodes.title)
@@ -928,6 +935,7 @@ def setup(app):
     app.add_config_value("fences_results", "results", "env")
     app.add_config_value("fences_verified_page", "book/verified", "env")
     app.add_config_value("fences_changes_page", "book/changes", "env")
+    app.add_config_value("fences_glossary_page", "book/glossary", "env")
     app.add_config_value("fences_wheel_cache", "", "")
     app.add_config_value("fences_run_lacking", False, "")
     app.add_node(unsearched_html, html=(_visit_unsearched_html, None),

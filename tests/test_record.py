@@ -324,7 +324,7 @@ def test_badge_by_build():
     runs = series({"2.8.0": "cuda", "2.13.0+cpu": "None", "2.15.0": "cuda"})
     b = record.badge("a", runs)
     assert (b.kind, b.text) == ("changed", "the accelerator: seen only on the CPU-only build "
-                                "2.13.0+cpu: None; CUDA builds: cuda")
+                                "2.13.0+cpu: None; CUDA builds with no GPU: cuda")
 
 
 def test_a_change_first_seen_on_a_local_build_names_the_release():
@@ -645,7 +645,9 @@ def test_a_build_difference_is_claimed_only_where_a_release_ran_in_both_builds()
     assert [c.kind for c in both] == ["build"]
     lone = record.fence_changes("a", [cpu, other])
     assert [c.kind for c in lone] == ["one-build"]
-    assert lone[0].text() == "seen only on the CPU-only build 2.13.0+cpu: 1; CUDA builds: 2"
+    assert lone[0].text() == "seen only on the CPU-only build 2.13.0+cpu: 1; CUDA builds with no GPU: 2"
+    on_a_gpu = record.fence_changes("a", [cpu, {**other, "gpu": "NVIDIA H100"}])   # a GPU's value
+    assert on_a_gpu[0].text() == "seen only on the CPU-only build 2.13.0+cpu: 1; CUDA builds: 2"
 
 
 def test_a_value_reads_in_words():

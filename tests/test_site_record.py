@@ -66,13 +66,14 @@ def lay_out(root: Path) -> None:
     verified = (Path(__file__).resolve().parents[1] / "book" / "verified.md").read_text()
     (root / "book" / "verified.md").write_text(verified)
     (root / "book" / "errors.md").write_text(HEADER + "# Errors\n\n## Every message\n\n```{record} errors\n```\n")
+    (root / "book" / "glossary.md").write_text(HEADER + "# Glossary\n\n```{glossary}\nfence\n  A cell that asserts.\n```\n")
     for release, build, flag in (("2.8.0", "CUDA 12.8", "False"), ("2.11.0", "CUDA 12.8", "True"),
                                  ("2.15.0", "CUDA 13.0", "True")):
         (root / "results" / f"{release}.json").write_text(json.dumps(result(release, build, flag, code_of)))
     old = result("2.9.1", "CUDA 12.8", "False", {GRID_ONLY: HOLDS})  # chapter a changed since: stale
     (root / "results" / "2.9.1.json").write_text(json.dumps(old))
     (root / "_toc.yml").write_text("format: jb-book\nroot: book/index\nchapters:\n"
-                                   "  - file: book/a\n  - file: book/verified\n  - file: book/errors\n")
+                                   "  - file: book/a\n  - file: book/verified\n  - file: book/errors\n  - file: book/glossary\n")
     (root / "_config.yml").write_text(
         "title: record\nexecute:\n  execute_notebooks: 'off'\n"
         "sphinx:\n  extra_extensions: [fencecheck.sphinx]\n")
@@ -126,8 +127,9 @@ def test_a_badge_only_where_there_is_news_linking_to_its_row(site):
         ("gpu", "verified.html#fence-gpu-only", "not yet run on a GPU"),
     ], found
     assert f'id="fence-{GRID_ONLY}"' in site[2]["a"]  # the Verified-on page links back here
+    line = re.sub(r"<[^>]+>", "", site[2]["a"].split('class="tf-page-record"', 1)[1].split("</p>", 1)[0])
     assert "2 of the 4 fences on this page hold on 2.8.0 – 2.15.0; 1 differs by release " \
-        "or build, 1 has a GPU part not yet run" in site[2]["a"]
+        "or build, 1 has a GPU part not yet run" in line, line
 
 
 def test_a_proof_is_folded_behind_its_proves_line(site):
@@ -187,7 +189,8 @@ def test_an_incremental_build_reads_again_exactly_the_pages_whose_record_changed
     other chapter; a prose edit: that page alone. Each page read again shows the new
     record."""
     lay_out(tmp_path)
-    (tmp_path / "book" / "errors.md").unlink()   # a page of the record like verified: not needed here
+    for page in ("errors", "glossary"):   # not needed here
+        (tmp_path / "book" / f"{page}.md").unlink()
     (tmp_path / "book" / "index.md").write_text(
         HEADER + "# Home\n\nA test book of {book}`index_fences` fences.\n")
     other = HEADER + "# Chapter B\n\nSome prose.\n\n" + fence("b-holds", HOLDS)
@@ -287,6 +290,13 @@ def test_the_site_proof_key_follows_the_verifier(verifier_edited):
     before = build_key()
     verifier_edited()
     assert build_key() != before
+
+
+def test_the_line_under_a_title_links_its_first_word_of_the_books_own_to_the_glossary(site):
+    code, out, pages, _ = site
+    assert code == 0, out
+    line = pages["a"].split('class="tf-page-record"', 1)[1].split("</p>", 1)[0]
+    assert '<a class="reference external" href="glossary.html#term-fence">fences</a> on this page' in line, line
 
 
 def test_the_errors_page_has_a_section_per_chapter_in_its_contents_and_finds_a_message(site):
