@@ -10,8 +10,8 @@ What is checked, per chapter:
 - a forbidden tag (``raises-exception``, ``nbval-skip``...);
 - a fence (a code cell tagged ``fence``) without a ``fence-id``, with an id
   that is not lower-case words joined by ``-``, or an id without the tag;
-- a fence with no ``# Proves:`` line, or one whose sentence has no full stop (a blank
-  ``#`` line cut it: the fold shows the part before it);
+- a fence with no ``# Proves:`` line, or one whose sentence a blank ``#`` line cuts
+  before its full stop (the fold shows the part before it);
 - a code cell over ``MAX_VISIBLE_LINES`` lines that is not folded; a
   ``proof`` tag on a cell that is not a fence; a fence tagged
   ``remove-cell`` or ``remove-input`` (it would vanish from the page);
@@ -121,6 +121,11 @@ def fence_id(cell) -> str | None:
 
 def is_fence(cell) -> bool:
     return cell.cell_type == "code" and "fence" in cell.metadata.get("tags", [])
+
+
+#: A ``# Proves:`` text (its first line and the comment lines continuing it) followed by a
+#: blank ``#`` line: where a sentence is cut if the text has no full stop.
+CUT_CAPTION = re.compile(r"^\s*#\s*Proves:.*\n(?:\s*#\s?(?![A-Z][\w ]{0,30}:)\S.*\n)*\s*#\s*$", re.M)
 
 
 def proves(source: str) -> str:
@@ -368,10 +373,10 @@ def cell_problems(nb, text: str | None = None) -> list[str]:
         if not PROVES.search(cell.source):
             problems.append(f"{where}: tagged 'fence' but has no '# Proves:' line "
                             "saying what it proves")
-        elif not re.search(r"[.!?]\)?$", proves(cell.source)):
-            problems.append(f"{where}: the '# Proves:' sentence has no full stop: it ends at "
-                            "a blank `#` line, code or a label, and the fold and the errors "
-                            f"page show it cut ({proves(cell.source)[-40:]!r}); finish it there")
+        elif CUT_CAPTION.search(cell.source) and not re.search(r"[.!?]\)?$", proves(cell.source)):
+            problems.append(f"{where}: the '# Proves:' sentence stops at a blank `#` line "
+                            "without a full stop: the fold and the errors page show it cut "
+                            f"({proves(cell.source)[-40:]!r}); finish the sentence before it")
         broken = syntax_problem(cell.source, bases[code_index] if code_index < len(bases) else
                                 (starts[code_index] + 1 if code_index < len(starts) else None))
         if broken:

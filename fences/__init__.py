@@ -86,12 +86,20 @@ _SHOWN = 160  # characters of an exception message shown to the reader
 
 def _first_line(message: str) -> str:
     """The message on one line (its lines joined), shortened in the middle when long:
-    the start names the error and the end often names the fix."""
+    the start names the error and the end often names the fix. The cut falls between
+    words (within 20 characters of the middle), so no word is shown half."""
     line = " ".join(part.strip() for part in message.strip().splitlines() if part.strip())
     if len(line) <= _SHOWN:
         return line
     half = (_SHOWN - 5) // 2
-    return f"{line[:half].rstrip()} ... {line[-half:].lstrip()}"
+    end = line.find(" ", half)         # the head ends with a whole word: its own end,
+    end = end if 0 <= end - half <= 12 else line.rfind(" ", 0, half)   # or the one before
+    head = line[:end] if end >= half - 20 else line[:half]
+    start = line.rfind(" ", 0, len(line) - half)   # the tail starts with a whole word
+    start = start if 0 <= len(line) - half - start <= 12 else line.find(" ", len(line) - half)
+    tail = line[start + 1:] if 0 <= start - (len(line) - half) <= 20 or \
+        0 <= len(line) - half - start <= 12 else line[-half:]
+    return f"{head.rstrip()} ... {tail.lstrip()}"
 
 
 _PROVES = re.compile(r"^\s*#\s*Proves:")

@@ -75,6 +75,15 @@ def test_raises_and_warns_show_the_message_and_observe_stays_quiet(monkeypatch, 
     shown = capsys.readouterr().out.strip()
     assert shown.startswith("ValueError: start x") and shown.endswith("x end")
     assert " ... " in shown and len(shown) < 200
+    with fences.raises(RuntimeError, "Attempting"):   # cut between words
+        raise RuntimeError("Attempting to deserialize object on a CUDA device but "
+                           "torch.cuda.is_available() is False. If you are running on a CPU-only "
+                           "machine, please use torch.load with map_location=torch.device('cpu') "
+                           "to map your storages to the CPU.")
+    shown = capsys.readouterr().out.strip()
+    assert shown == ("RuntimeError: Attempting to deserialize object on a CUDA device but "
+                     "torch.cuda.is_available() ... torch.load with map_location=torch.device('cpu') to map "
+                     "your storages to the CPU."), shown
     monkeypatch.setenv(fences.RECORD_ENV, "1")
     fences.observe("a.b", 3, label="three")
     assert capsys.readouterr().out == "[observed] three (a.b) = 3\n"

@@ -62,9 +62,10 @@ def test_a_fence_without_proves_is_refused():
 def test_a_proves_sentence_cut_by_a_blank_comment_line_is_refused():
     """The fold and the errors page show the '# Proves:' text up to a blank `#` line."""
     cut = "# Proves: the check refuses two mistakes, naming the\n#\n# machine each gets wrong.\nassert f()"
-    assert any("has no full stop" in p and "naming the" in p for p in problems(fence(cut, proves=False)))
+    assert any("without a full stop" in p and "naming the" in p for p in problems(fence(cut, proves=False)))
     whole = "# Proves: the check refuses two mistakes.\n#\n# Each named.\nassert f()"
     assert problems(fence(whole, proves=False)) == []
+    assert problems(fence("# Proves: x\nassert f()", proves=False)) == []   # ended by code: whole
 
 
 def test_a_fence_without_a_check_is_refused():
