@@ -624,8 +624,8 @@ def _run_lacking(app) -> None:
 
     from . import executed
 
-    if not app.config.fences_run_lacking:
-        return
+    if not app.config.fences_run_lacking or app.config.nb_execution_mode != "cache":
+        return   # off, or myst-nb executes every page itself ("force") or none ("off")
     root = Path(app.srcdir)
     lacking = [p.relative_to(root).as_posix() for p in executed.missing(root)]
     if not lacking:

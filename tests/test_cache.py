@@ -320,7 +320,8 @@ def test_the_site_build_runs_the_chapters_the_cache_lacks_and_stops_on_a_failure
 
     chapter = book.path / "book" / "a.md"
     chapter.write_text(SHOWN)
-    app = SimpleNamespace(srcdir=str(book.path), config=SimpleNamespace(fences_run_lacking=True))
+    app = SimpleNamespace(srcdir=str(book.path), config=SimpleNamespace(fences_run_lacking=True,
+                                                                        nb_execution_mode="cache"))
     calls = []
     monkeypatch.setattr(subprocess, "run", lambda args, cwd: calls.append(args) or SimpleNamespace(returncode=1))
     with pytest.raises(SystemExit, match="a chapter failed its fences.*book/a.md"):
@@ -328,9 +329,11 @@ def test_the_site_build_runs_the_chapters_the_cache_lacks_and_stops_on_a_failure
     assert calls[-1][1:3] == ["-m", "pytest"] and calls[-1][-1] == "book/a.md" and "-n" not in calls[-1]
     app.config.fences_run_lacking = False
     ext._run_lacking(app)
+    app.config.fences_run_lacking, app.config.nb_execution_mode = True, "force"   # myst-nb runs all
+    ext._run_lacking(app)
     assert len(calls) == 1
+    app.config.nb_execution_mode = "cache"
     monkeypatch.undo()
-    app.config.fences_run_lacking = True
     ext._run_lacking(app)                       # really runs it, and stores the run
     assert executed.missing(book.path) == [] and runs(book.path) == 1
     ext._run_lacking(app)                       # nothing lacking: nothing runs
