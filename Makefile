@@ -132,18 +132,14 @@ mutate: $(STAMP)
 	$(BIN)/python tools/mutate.py $(MUTATE_ARGS) $(CHAPTERS)
 	$(BIN)/python tools/gate_lifted.py $(CHAPTERS)
 
-# Debian's chromium, driven by Playwright for Python (no browser download);
-# axe-core from npm for the accessibility audit.
-AXE := _build/.tools/node_modules/axe-core/axe.min.js
-$(AXE):
-	npm install --silent --no-audit --no-fund --prefix _build/.tools axe-core@4
-
-check-site-tools: $(STAMP) $(AXE)
+# Debian's chromium, driven by Playwright for Python (no browser download); axe-core
+# comes inside axe-playwright-python for the accessibility audit.
+check-site-tools: $(STAMP)
 	@test "$${CHROMIUM:-}" = bundled || test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
-	@$(BIN)/python -c "import playwright, pypdf, jupyterlab" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[check-site]' '$(TORCH)'
+	@$(BIN)/python -c "import pytest_playwright, axe_playwright_python, pypdf, jupyterlab" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[check-site]' '$(TORCH)'
 
 check-site: check-site-tools
-	$(BIN)/python tools/check_site.py _build/html
+	$(BIN)/python -m pytest tests/site --site _build/html
 	TORCH='$(TORCH)' TORCH_INDEX='$(TORCH_INDEX)' $(BIN)/python tools/check_notebooks.py _build/html
 
 # The whole book as one PDF, printed by the same Chromium, linked from the landing page.

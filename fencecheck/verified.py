@@ -290,7 +290,8 @@ def errors_sections(raised: list[record.Raised], url: Url, reference: str,
         out[-1][1].append(
             f'<div class="tf-error" id="{esc(anchor)}">'
             f'<p class="tf-error-message"><code>{esc(first.kind)}: {esc(first.message)}</code></p>'
-            + (f"<p>The same with other numbers:</p><ul>{''.join(f'<li><code>{esc(w)}</code></li>' for w in alike)}</ul>"
+            + ("<p>The same with other numbers:</p><ul>"
+               + "".join(f"<li><code>{esc(w)}</code></li>" for w in alike) + "</ul>"
                if alike else "")
             + ("<p>Raised by:</p>" + "".join(f"<pre>{esc(c)}</pre>" for c in calls) if calls else "")
             + f"<p>Proved, and explained, in (torch {esc(reference)}):</p><ul>{places}</ul>"

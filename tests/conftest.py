@@ -1,6 +1,8 @@
 import pytest
 
 pytest_plugins = ["pytester"]
+# The browser checks of the built site: `make check-site` runs them (pytest tests/site).
+collect_ignore = ["site"]
 
 
 def pytest_terminal_summary(terminalreporter, config):

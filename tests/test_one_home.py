@@ -10,7 +10,7 @@ Each fact lives in one place, which every other place imports or reads:
   tools/gate_lifted.py, benchmarks/bench.py);
 - what a lesson is: ``fencecheck.chapter.is_lesson`` / ``lessons`` (front matter
   ``tensor-fences: {form: 3}``);
-- the 15-line limit: ``fencecheck.lint.MAX_VISIBLE_LINES`` (the lint, tools/check_site.py);
+- the 15-line limit: ``fencecheck.lint.MAX_VISIBLE_LINES`` (the lint, tests/site/site_checks.py);
 - GPU detection: ``fences.DEVICES`` with ``fences.available`` and ``fences.GATE``
   (``fences.needs``, fencecheck.record, tools/gate_lifted.py, tools/mutate.py).
 
@@ -196,9 +196,9 @@ def test_a_planted_copy_fails(files, name):
     ("Makefile", "TORCH  ?= torch==$(or $(REFERENCE)", f"TORCH  ?= torch=={releases.REFERENCE} $(or $(REFERENCE)",
      "the reference torch's pin"),
     ("tools/mutate.py", "TIMEOUT = cell_timeout(ROOT)", "TIMEOUT = 120.0", "the cell timeout"),
-    ("tools/check_site.py", "lesson = is_lesson(name)", 'lesson = f"{name}-reference" in pages',
+    ("tests/site/test_site.py", "lesson = is_lesson(name)", 'lesson = f"{name}-reference" in pages',
      "what a lesson is"),
-    ("tools/check_site.py", "lines(o) > MAX_VISIBLE_LINES", "lines(o) > 15", "the visible-lines limit"),
+    ("tests/site/site_checks.py", "lines(o) > MAX_VISIBLE_LINES", "lines(o) > 15", "the visible-lines limit"),
     ("fencecheck/record.py", 'if available("cuda")', "if torch.cuda.is_available()", "GPU detection"),
 ])
 def test_the_old_copies_put_back_fail(files, path, old, new, name):

@@ -1,7 +1,7 @@
 """Quick checks on a built site: a small book (a lesson of the new form with 8 quick
 checks, one with 7, the stride drill) is built and executed by ``jupyter-book``, then
-answered in Chromium by check_site's own measures. Without Chromium or axe-core (make
-check-site installs it), only the build is checked."""
+answered in Chromium by the site checks' own measures (tests/site/site_checks.py). Without
+Chromium or axe-playwright-python (make check-site installs it), only the build is checked."""
 from __future__ import annotations
 
 import os
@@ -15,7 +15,7 @@ import pytest
 from fencecheck.chapter import HEADER
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path[:0] = [str(ROOT / "tools"), str(ROOT / "tests" / "site")]
 
 FORM3 = HEADER[:-4] + "tensor-fences: {form: 3}\n---\n"
 IMPORTS = "```{code-cell} ipython3\nimport torch\n\nimport fences\n```\n"
@@ -95,21 +95,21 @@ def browser_or_skip():
 
     if not Path(check_site.CHROMIUM).exists() and check_site.CHROMIUM != "bundled":
         pytest.skip(f"no Chromium at {check_site.CHROMIUM}")
-    if not check_site.AXE.exists():
-        pytest.skip(f"no axe-core at {check_site.AXE} (make check-site installs it)")
+    pytest.importorskip("axe_playwright_python", reason="make check-site installs it")
 
 
 def test_quick_checks_are_answered_in_chromium(site):
     browser_or_skip()
-    import check_site as cs
+    import check_site
+    import site_checks as cs
     from playwright.sync_api import sync_playwright
 
     root, proc = site
     assert proc.returncode == 0
-    server, url = cs.serve(root / "_build" / "html")
+    server, url = check_site.serve(root / "_build" / "html")
     try:
         with sync_playwright() as pw:
-            browser = cs.launch(pw)
+            browser = check_site.launch(pw)
             facts, problems = cs.quiz_check(browser, url, "book/good")
             assert (facts["questions"], facts["answered"], problems) == (8, 8, [])
             facts, problems = cs.quiz_check(browser, url, "book/few")

@@ -66,14 +66,16 @@ def lay_out(root: Path) -> None:
     verified = (Path(__file__).resolve().parents[1] / "book" / "verified.md").read_text()
     (root / "book" / "verified.md").write_text(verified)
     (root / "book" / "errors.md").write_text(HEADER + "# Errors\n\n## Every message\n\n```{record} errors\n```\n")
-    (root / "book" / "glossary.md").write_text(HEADER + "# Glossary\n\n```{glossary}\nfence\n  A cell that asserts.\n```\n")
+    (root / "book" / "glossary.md").write_text(
+        HEADER + "# Glossary\n\n```{glossary}\nfence\n  A cell that asserts.\n```\n")
     for release, build, flag in (("2.8.0", "CUDA 12.8", "False"), ("2.11.0", "CUDA 12.8", "True"),
                                  ("2.15.0", "CUDA 13.0", "True")):
         (root / "results" / f"{release}.json").write_text(json.dumps(result(release, build, flag, code_of)))
     old = result("2.9.1", "CUDA 12.8", "False", {GRID_ONLY: HOLDS})  # chapter a changed since: stale
     (root / "results" / "2.9.1.json").write_text(json.dumps(old))
     (root / "_toc.yml").write_text("format: jb-book\nroot: book/index\nchapters:\n"
-                                   "  - file: book/a\n  - file: book/verified\n  - file: book/errors\n  - file: book/glossary\n")
+                                   "  - file: book/a\n  - file: book/verified\n  - file: book/errors\n"
+                                   "  - file: book/glossary\n")
     (root / "_config.yml").write_text(
         "title: record\nexecute:\n  execute_notebooks: 'off'\n"
         "sphinx:\n  extra_extensions: [fencecheck.sphinx]\n")

@@ -65,7 +65,8 @@ def test_changes_are_behaviours_in_words_with_the_release_and_the_section():
 def test_values_without_a_description_are_collapsed_apart():
     html = verified.other_values_html(record.changes(runs(), CURRENT), CURRENT, url)
     assert html.startswith('<details class="tf-details"><summary>1 more recorded values differ')
-    assert "<code>n</code>" in html and "seen only on the CPU-only build 2.13.0+cpu: 6; CUDA builds with no GPU: 5" in html
+    assert "<code>n</code>" in html
+    assert "seen only on the CPU-only build 2.13.0+cpu: 6; CUDA builds with no GPU: 5" in html
 
 
 def test_upgrades_come_first_newest_first_then_build_differences():
