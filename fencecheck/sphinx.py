@@ -288,7 +288,10 @@ def _fold_proofs(app, doctree) -> None:
     them behind "✓ N checks" (``lint.lesson_parts``). Off a lesson, a proof's table stays
     shown (``lint.proof_output_shown``)."""
     path = Path(app.env.doc2path(app.env.docname))
-    lesson = path.exists() and chapters.is_lesson(path.read_text(encoding="utf-8"))
+    try:
+        lesson = path.exists() and chapters.is_lesson(path.read_text(encoding="utf-8"))
+    except chapters.ChapterError:   # front matter that does not parse: _check_source says so
+        lesson = False
     for cell in list(doctree.findall(nodes.container)):
         if cell.get("nb_element") != "cell_code":
             continue
