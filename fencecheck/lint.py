@@ -370,13 +370,14 @@ def cell_problems(nb, text: str | None = None) -> list[str]:
                             "(a short id, unique in the book, that keys its results)")
         elif id_problem(ident):
             problems.append(f"{where}: {id_problem(ident)}")
+        caption = proves(cell.source)
         if not PROVES.search(cell.source):
             problems.append(f"{where}: tagged 'fence' but has no '# Proves:' line "
                             "saying what it proves")
-        elif CUT_CAPTION.search(cell.source) and not re.search(r"[.!?]\)?$", proves(cell.source)):
+        elif CUT_CAPTION.search(cell.source) and not re.search(r"[.!?]\)?$", caption):
             problems.append(f"{where}: the '# Proves:' sentence stops at a blank `#` line "
                             "without a full stop: the fold and the errors page show it cut "
-                            f"({proves(cell.source)[-40:]!r}); finish the sentence before it")
+                            f"({caption[-40:]!r}); finish the sentence before it")
         broken = syntax_problem(cell.source, bases[code_index] if code_index < len(bases) else
                                 (starts[code_index] + 1 if code_index < len(starts) else None))
         if broken:

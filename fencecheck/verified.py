@@ -252,9 +252,9 @@ def error_anchors(raised: list[record.Raised]) -> list[tuple[str, list[str]]]:
     written as a comma (the page's search reads words, not punctuation)."""
     out = []
     for anchor, group in error_entries(raised):
-        words = [_one_line(k, m).replace(";", ",")
-                 for r in group for k, m in [(r.kind, r.message), *r.elsewhere.values()]]
-        out.append((anchor, [w for i, w in enumerate(words) if w not in words[:i]]))
+        words = dict.fromkeys(_one_line(k, m).replace(";", ",")
+                              for r in group for k, m in [(r.kind, r.message), *r.elsewhere.values()])
+        out.append((anchor, list(words)))
     return out
 
 
@@ -277,12 +277,10 @@ def errors_sections(raised: list[record.Raised], url: Url, reference: str,
         if not out or out[-1][0] != title:
             out.append((title, []))
         shown = _one_line(first.kind, first.message)
-        alike = [w for i, w in enumerate(_one_line(r.kind, r.message) for r in group)
-                 if w != shown and w not in [_one_line(r.kind, r.message) for r in group][:i]]
-        calls = [c for i, c in enumerate(c for r in group for c in r.fence.calls)
-                 if not _INDIRECT.match(c.strip())
-                 and c not in [c2 for r in group for c2 in r.fence.calls][:i]]
-        fences = [r.fence for i, r in enumerate(group) if r.fence not in [g.fence for g in group][:i]]
+        alike = [w for w in dict.fromkeys(_one_line(r.kind, r.message) for r in group) if w != shown]
+        calls = [c for c in dict.fromkeys(c for r in group for c in r.fence.calls)
+                 if not _INDIRECT.match(c.strip())]
+        fences = list(dict.fromkeys(r.fence for r in group))
         places = "".join(
             f"<li>{fence_link(f, url)}: {esc(f.proves)}"
             + (f"<br>The fix: {_code(f.fix)}" if f.fix else "") + "</li>" for f in fences)
