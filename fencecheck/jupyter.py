@@ -142,6 +142,8 @@ def _split_checks(cell) -> list:
     after = copy.deepcopy(cell)
     cell.source, after.source, after.outputs = teaching, checks, []
     after.execution_count = None
+    if "id" in cell:   # a copy keeps the id, which nbformat would replace at random on writing
+        after.id = f"{cell.id[:57]}-checks"
     after.metadata = {"tags": [CHECKS_TAG],
                       "jupyter": {"source_hidden": True}}
     return [cell, after]
