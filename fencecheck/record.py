@@ -190,6 +190,8 @@ def load(folder: Path, known: list[str] | None = None, book: Path | None = None)
     found = problems(runs, known, book)
     if found:
         raise BadFile("\n".join(found))
+    for run in runs:   # read-only from here: ``by_id`` indexes a tuple once
+        run["fences"] = tuple(run["fences"])
     return sorted(runs, key=run_key)
 
 
@@ -523,7 +525,7 @@ def current_part(run: dict, digests: dict[str, str]) -> dict:
     """``run`` with only the records of chapters that did not change since it ran."""
     stale = set(stale_chapters(run, digests)) | {c for c in run.get("chapters") or {} if c not in digests}
     part = dict(run)
-    part["fences"] = [r for r in run.get("fences", []) if r["chapter"] not in stale]
+    part["fences"] = tuple(r for r in run.get("fences", []) if r["chapter"] not in stale)
     part["errors"] = [e for e in run.get("errors", []) if e.get("chapter") not in stale]
     part["stale_chapters"] = sorted(c for c in stale if c in digests)
     return part
@@ -558,16 +560,18 @@ def by_id(run: dict) -> dict[str, dict]:
     """Fence id -> its record in ``run`` (read-only: the index is shared).
 
     Built once per fence list, not once per call (the site asks it for every fence of
-    every run, tens of thousands of times a build). The index is reused only while the
-    run holds the very same list with the very same records, in the same order: a
-    replaced, grown, shrunk or reordered list is indexed again. (The index holds the
-    list and its records, so none of their ids can be reused by another object.)
+    every run, tens of thousands of times a build). A tuple (``load``'s runs) cannot
+    change, so its index is simply kept; a list is indexed again when it is replaced,
+    grown, shrunk or reordered, or holds another record. (The index holds the list and
+    its records, so none of their ids can be reused by another object.)
     """
     fences = run.get("fences")
     if not fences:
         return {}
-    ids = tuple(map(id, fences))
     kept = _INDEXES.get(id(fences))
+    if kept is not None and kept[0] is fences and type(fences) is tuple:
+        return kept[2]
+    ids = tuple(map(id, fences))
     if kept is not None and kept[0] is fences and kept[1] == ids:
         return kept[2]
     index = {r["id"]: r for r in fences if r.get("id")}

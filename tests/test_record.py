@@ -152,7 +152,7 @@ def test_a_results_file_matching_the_book_is_current():
     r = run("2.8.0", [rec("a"), rec("b"), rec("c", chapter="book/c.md")])
     assert record.stale_reasons(r, CURRENT, DIGESTS) == []
     fresh, stale = record.split([r], CURRENT, DIGESTS)
-    assert stale == [] and fresh[0]["fences"] == r["fences"] and fresh[0]["stale_chapters"] == []
+    assert stale == [] and list(fresh[0]["fences"]) == r["fences"] and fresh[0]["stale_chapters"] == []
 
 
 @pytest.mark.parametrize("recs, chapters, says", [
@@ -680,3 +680,5 @@ def test_by_id_is_built_once_per_fence_list_and_again_when_the_list_changes():
     run["fences"] = [b]
     assert by_id(run) == {"b": b}                               # another list
     assert by_id({}) == {} and by_id({"fences": []}) == {}
+    loaded = {"fences": (a, b)}            # load's runs hold tuples, which cannot change
+    assert by_id(loaded) == {"a": a, "b": b} and by_id(loaded) is by_id(loaded)
