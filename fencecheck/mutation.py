@@ -1,12 +1,7 @@
 """Render ``make mutate``'s results (``mutate-results.json``) for the "Verified on" page.
 
-``tools/mutate.py`` changes one thing a fence expects at a time (a number,
-a dtype, a shape, a comparison, the exception a raise check names, a row of
-a table) and re-runs the chapter up to that fence. A changed fence that
-fails is *killed*; one that passes *survived*. A survivor that cannot change
-the outcome (an equivalent mutant) is *justified* in ``mutate-allowlist.yml``
-with its reason. Fences gated on a device the machine lacks did not run and
-are counted apart. This module only reads the file the tool wrote.
+Only reads the file ``tools/mutate.py`` wrote: scores per chapter (a mutant is killed when
+its fence fails), the open survivors and the justified ones (``mutate-allowlist.yml``).
 """
 from __future__ import annotations
 
@@ -16,9 +11,9 @@ from pathlib import Path
 #: The file tools/mutate.py writes, at the top of the repository beside its allowlist
 #: (not in results/, which holds one file per release).
 RESULTS_NAME = "mutate-results.json"
-
-_COLUMNS = ("chapter", "fences", "changes run", "killed", "justified", "open survivors",
-            "did not run here", "killed of run")
+#: How to write mutate-results.json again (in a BadFile error naming it).
+REGENERATE = ("regenerate it with `make mutate MUTATE_ARGS=--fresh` (every mutant runs again), "
+              f"or restore it with `git checkout -- {RESULTS_NAME}`")
 
 
 def load(folder: Path) -> dict | None:
@@ -29,13 +24,10 @@ def load(folder: Path) -> dict | None:
     return read_json(path, REGENERATE, ("chapters",)) if path.exists() else None
 
 
-#: How to write mutate-results.json again (in a BadFile error naming it).
-REGENERATE = ("regenerate it with `make mutate MUTATE_ARGS=--fresh` (every mutant runs again), "
-              f"or restore it with `git checkout -- {RESULTS_NAME}`")
-
-
-def _percent(killed: int, total: int) -> str:
-    return f"{killed} / {total} ({100 * killed / total:.0f}%)" if total else "-"
+def _table(head: tuple, rows: list[str]) -> str:
+    heads = "".join(f"<th>{h}</th>" for h in head)
+    return (f'<table class="tf-matrix tf-mutation"><thead><tr>{heads}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>")
 
 
 def score_html(data: dict) -> str:
@@ -45,27 +37,29 @@ def score_html(data: dict) -> str:
     totals = dict.fromkeys(keys, 0)
     rows = []
     for c in data.get("chapters", []):
-        if not c.get("fences"):
-            continue
-        for key in keys:
-            totals[key] += c.get(key, 0)
-        rows.append(_row(Path(c["chapter"]).stem, c))
+        if c.get("fences"):
+            for key in keys:
+                totals[key] += c.get(key, 0)
+            rows.append(_row(Path(c["chapter"]).stem, c))
     rows.append(_row("all chapters", totals, bold=True))
-    head = "".join(f"<th>{h}</th>" for h in _COLUMNS)
-    return (f'<table class="tf-matrix tf-mutation"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table>")
+    return _table(("chapter", "fences", "changes run", "killed", "justified", "open survivors",
+                   "did not run here", "killed of run"), rows)
 
 
 def _row(name: str, c: dict, bold: bool = False) -> str:
-    survived = c.get("survived", 0)
-    cells = [html.escape(name)] + [c.get(k, 0) for k in ("fences", "total", "killed", "justified")]
-    html_cells = "".join(f"<td>{v}</td>" for v in cells)
-    css = ' class="tf-fail"' if survived else ""
-    html_cells += f"<td{css}>{survived}</td>"
-    html_cells += f"<td>{c.get('not_executed', 0) + c.get('not_reached', 0)}</td>"
-    html_cells += f"<td>{_percent(c.get('killed', 0), c.get('total', 0))}</td>"
+    survived, killed, total = c.get("survived", 0), c.get("killed", 0), c.get("total", 0)
+    cells = "".join(f"<td>{v}</td>" for v in [html.escape(name)] + [
+        c.get(k, 0) for k in ("fences", "total", "killed", "justified")])
+    fail = ' class="tf-fail"' if survived else ""
+    cells += f"<td{fail}>{survived}</td>"
+    cells += f"<td>{c.get('not_executed', 0) + c.get('not_reached', 0)}</td>"
+    cells += f"<td>{f'{killed} / {total} ({100 * killed / total:.0f}%)' if total else '-'}</td>"
     style = ' style="font-weight: bold"' if bold else ""
-    return f"<tr{style}>{html_cells}</tr>"
+    return f"<tr{style}>{cells}</tr>"
+
+
+def _change(m: dict, arrow: str) -> str:
+    return f"<code>{html.escape(m['original'])}</code>{arrow}<code>{html.escape(m['mutated'])}</code>"
 
 
 def justified_html(data: dict, kind: str = "equivalent") -> str:
@@ -73,30 +67,10 @@ def justified_html(data: dict, kind: str = "equivalent") -> str:
     items = [m for m in data.get("justified", []) if m.get("kind", "equivalent") == kind]
     if not items:
         return "<p>No survivor needed a justification.</p>"
-    rows = []
-    for m in items:
-        change = (f"<code>{html.escape(m['original'])}</code><br>→ "
-                  f"<code>{html.escape(m['mutated'])}</code>")
-        rows.append(f"<tr><td>{html.escape(Path(m['chapter']).stem)}<br>"
-                    f"<small>{html.escape(m['fence'])}, line {m['line']}</small></td>"
-                    f"<td>{change}</td><td>{html.escape(m['reason'])}</td></tr>")
-    why = "why it cannot fail" if kind == "equivalent" else "where it fails"
-    head = "".join(f"<th>{h}</th>" for h in ("fence", "change", why))
-    return (f'<table class="tf-matrix tf-mutation"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table>")
-
-
-def _reuse_text(data: dict) -> str:
-    """How much of the run was reused: fences whose code, the cells before them, torch,
-    the packages and the tool were unchanged keep the outcomes of the run that made them."""
-    fences = data.get("fences", [])
-    reused = [f for f in fences if f.get("reused")]
-    if not reused:
-        return ""
-    dates = sorted({f.get("ran", "?") for f in reused})
-    return (f"; the mutants of {len(reused)} of {len(fences)} fences were not run again, "
-            f"their code, the cells before them, torch, the packages and the tool being "
-            f"unchanged since their run on {html.escape(', '.join(dates))}")
+    rows = [f"<tr><td>{html.escape(Path(m['chapter']).stem)}<br>"
+            f"<small>{html.escape(m['fence'])}, line {m['line']}</small></td>"
+            f"<td>{_change(m, '<br>→ ')}</td><td>{html.escape(m['reason'])}</td></tr>" for m in items]
+    return _table(("fence", "change", "why it cannot fail" if kind == "equivalent" else "where it fails"), rows)
 
 
 def section_html(folder: Path) -> str:
@@ -104,38 +78,40 @@ def section_html(folder: Path) -> str:
     data = load(folder)
     if data is None:
         return "<p>Not measured yet: <code>make mutate</code> has not been run.</p>"
-    run = (f"<p>Measured with {html.escape(data.get('build', data.get('torch', '?')))} on "
-           f"{html.escape(data.get('date', '?'))}{_reuse_text(data)}.</p>")
+    fences = data.get("fences", [])
+    reused = [f for f in fences if f.get("reused")]
+    # fences whose code, the cells before them, torch, the packages and the tool were unchanged
+    reuse = (f"; the mutants of {len(reused)} of {len(fences)} fences were not run again, "
+             f"their code, the cells before them, torch, the packages and the tool being "
+             f"unchanged since their run on {html.escape(', '.join(sorted({f.get('ran', '?') for f in reused})))}"
+             if reused else "")
+    out = (f"<p>Measured with {html.escape(data.get('build', data.get('torch', '?')))} on "
+           f"{html.escape(data.get('date', '?'))}{reuse}.</p>") + score_html(data)
     survivors = data.get("survivors", [])
     if survivors:
-        listing = "".join(
-            f"<li>{html.escape(Path(m['chapter']).stem)}, fence {html.escape(m['fence'])}, "
-            f"line {m['line']}: <code>{html.escape(m['original'])}</code> → "
-            f"<code>{html.escape(m['mutated'])}</code></li>"
-            for m in survivors)
-        open_part = (f'<p class="tf-fail">{len(survivors)} change(s) survived without a '
-                     f"justification:</p><ul>{listing}</ul>")
+        listing = "".join(f"<li>{html.escape(Path(m['chapter']).stem)}, fence {html.escape(m['fence'])}, "
+                          f"line {m['line']}: {_change(m, ' → ')}</li>" for m in survivors)
+        out += f'<p class="tf-fail">{len(survivors)} change(s) survived without a justification:</p><ul>{listing}</ul>'
     else:
-        open_part = "<p>Every change that survived is justified below.</p>"
+        out += "<p>Every change that survived is justified below.</p>"
     unmeasured = data.get("unmeasured", [])
     if unmeasured:
         exercises = sum("-ex-" in f for f in unmeasured)
-        open_part += (f"<p>{len(unmeasured)} fences hold nothing the operators change (no "
-                      "literal number, dtype, comparison or raise check) and are not scored"
-                      + (f"; {exercises} of them prove an exercise's check, which is a "
-                         "mutation test of its own: the check must refuse each wrong answer"
-                         if exercises else "") + ".</p>")
+        out += (f"<p>{len(unmeasured)} fences hold nothing the operators change (no "
+                "literal number, dtype, comparison or raise check) and are not scored"
+                + (f"; {exercises} of them prove an exercise's check, which is a "
+                   "mutation test of its own: the check must refuse each wrong answer"
+                   if exercises else "") + ".</p>")
     justified = data.get("justified", [])
     equivalent = [m for m in justified if m.get("kind", "equivalent") == "equivalent"]
-    elsewhere = len(justified) - len(equivalent)
-    out = run + score_html(data) + open_part + "<h3>Justified survivors</h3>"
+    out += "<h3>Justified survivors</h3>"
     if not justified:
         return out + justified_html(data)
     out += (f"<details><summary>{len(equivalent)} changes that cannot change the outcome on "
             f"any release, each with its reason</summary>{justified_html(data)}</details>")
-    if elsewhere:
-        out += (f"<details><summary>{elsewhere} changes that survive on this release only: "
-                "killed on another release, where torch raises another class (the fence "
-                "accepts each release's class and records which)</summary>"
+    if len(justified) > len(equivalent):
+        out += (f"<details><summary>{len(justified) - len(equivalent)} changes that survive on this "
+                "release only: killed on another release, where torch raises another class (the "
+                "fence accepts each release's class and records which)</summary>"
                 f"{justified_html(data, 'release')}</details>")
     return out

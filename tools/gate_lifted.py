@@ -2,18 +2,11 @@
 
     python tools/gate_lifted.py [CHAPTER.md ...]     (default: every chapter of _toc.yml)
 
-A fence whose code calls ``fences.needs("cuda")`` or ``fences.needs("mps")`` is
-recorded "not yet run" on a machine without the device, and its mutants never
-run. So a CPU claim behind the gate would never be checked anywhere but on a
-GPU. This tool runs the chapter as ``tools/mutate.py`` does (its cells with
-``exec`` in one namespace, in a process forked from one that imported torch),
-and just before each gated fence forks a child in which ``fences.needs``
-returns True while each device's probe (the torch function ``fences.DEVICES``
-names for it) returns False (this machine has no device; the probes are forced
-False in the child so the check means the same on a GPU machine) and runs the
-fence there. The fence must fail: it needs the device.
-One that passes is reported with its chapter, line and id, "this fence passes
-without the device: move its CPU part out of the gate", and the run exits 1.
+A fence gated by ``fences.needs("cuda")`` (or ``"mps"``) never runs on a machine without
+the device, so a CPU claim behind the gate would be checked only on a GPU. The chapter runs
+as in ``tools/mutate.py``; before each gated fence a forked child runs it with
+``fences.needs`` returning True and each device's probe (``fences.DEVICES``) forced False,
+the same on a GPU machine. The fence must fail; one that passes is reported and exits 1.
 """
 from __future__ import annotations
 
@@ -28,6 +21,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT))
 
 import mutate  # noqa: E402 - tools/ is this script's folder
+from fencecheck.chapter import toc_files  # noqa: E402
 from fences import DEVICES, GATE  # noqa: E402 - GPU detection's one home
 
 MESSAGE = "this fence passes without the device: move its CPU part out of the gate"
@@ -52,6 +46,13 @@ def lifted(source: str, namespace: dict) -> dict:
     return result
 
 
+def _in_child(work, timeout: float | None = None):
+    """``work()``'s result, run in a forked process; None when it timed out."""
+    child = mutate.Child(work, timeout)
+    mutate.gather([child], lambda c: None)
+    return None if child.timed_out else child.result
+
+
 def chapter_gates(path: Path) -> list[dict]:
     """Each gated fence of the chapter, run with its gate lifted: id, line, ok, error."""
     name, cells = mutate.read_chapter(path)
@@ -59,15 +60,10 @@ def chapter_gates(path: Path) -> list[dict]:
     namespace = {"__name__": "__main__"}
     found = []
     gated = [c.index for c in cells if c.fence and GATE.search(c.source)]
-    for cell in cells:
-        if cell.index > max(gated, default=-1):
-            break
+    for cell in cells[:max(gated, default=-1) + 1]:
         if cell.index in gated:
-            child = mutate.Child(lambda cell=cell, namespace=namespace: lifted(cell.source, namespace), TIMEOUT)
-            mutate.gather([child], lambda c: None)
-            result = dict(child.result or {})
-            if child.timed_out:
-                result = {"ok": False, "error": f"timed out after {TIMEOUT:.0f} s"}
+            result = _in_child(lambda cell=cell: lifted(cell.source, namespace), TIMEOUT) or {
+                "ok": False, "error": f"timed out after {TIMEOUT:.0f} s"}
             found.append({"chapter": name, "fence": cell.fence, "line": cell.line,
                           "ok": bool(result.get("ok")),
                           "error": result.get("error") or result.get("crash", "")})
@@ -80,15 +76,11 @@ def run(paths: list[Path]) -> list[dict]:
     mutate.prepare_root()
     out = []
     for path in paths:
-        if not GATE.search(Path(path).read_text(encoding="utf-8")):
-            continue
-        child = mutate.Child(lambda path=path: chapter_gates(path), None, quiet=True)
-        mutate.gather([child], lambda c: None)
-        result = child.result
-        if isinstance(result, dict) and "crash" in result:
-            out.append({"chapter": str(path), "fence": "", "line": 0, "ok": False,
-                        "error": "the chapter could not run: " + result["crash"][-300:]})
-        else:
+        if GATE.search(Path(path).read_text(encoding="utf-8")):
+            result = _in_child(lambda path=path: chapter_gates(path))
+            if isinstance(result, dict) and "crash" in result:
+                result = [{"chapter": str(path), "fence": "", "line": 0, "ok": False,
+                           "error": "the chapter could not run: " + result["crash"][-300:]}]
             out.extend(result or [])
     return out
 
@@ -97,13 +89,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("chapters", nargs="*", type=Path)
     args = parser.parse_args(argv)
-    if args.chapters:
-        paths = args.chapters
-    else:
-        from fencecheck.chapter import toc_files
-
-        paths = toc_files(ROOT)
-    found = run(paths)
+    found = run(args.chapters or toc_files(ROOT))
     passing = [f for f in found if f["ok"]]
     for f in found:
         print(f"{f['chapter']}:{f['line']} fence {f['fence']}: "

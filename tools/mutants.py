@@ -1,38 +1,11 @@
 """Mutation operators: where a fence's expectations are, and each one-change copy of it.
 
-Pure AST work on one fence's source; nothing here imports torch or runs
-anything (``tools/mutate.py`` runs the mutants). ``fence_mutants(source)``
-is the entry point.
-
-What is mutated (``Finder``), and only there, never the setup:
-
-- the test of every ``assert`` (not its message): the comparison operator
-  (``==``/``!=``, ``<``/``<=``, ``>``/``>=``, ``is``/``is not``,
-  ``in``/``not in``) and the literal side of each comparison (both sides
-  when neither is literal, so a model like ``3 * itemsize`` is changed);
-- the expected arguments of comparing calls (``torch.equal``, ``allclose``,
-  ``assert_close``, the expected value of ``fences.grade.compare``, the
-  solution of ``fences.grade.prove``);
-- ``with fences.raises(E, ...)`` / ``warns``: the body replaced by
-  ``pass``; ``E`` replaced by sibling classes that do not catch it;
-- expectation tables: a literal list of rows (tuples) or a dict, iterated
-  by a loop that checks something: one row dropped, or one expected cell
-  changed (every cell but a row's first, which by convention names the
-  case; a dict's values);
-- a name assigned in the fence and loaded only where expected values are
-  (``want = (3, 1)`` ... ``assert t.stride() == want``).
-
-There, the value operators: an int ``n`` to ``n + 1`` (and ``1`` to ``0``),
-a float or complex ``x`` to ``-x`` (``0.0`` to ``1.0``; ``1.0`` also to
-``0.0``), a bool flipped, a dtype to its neighbour (``torch.float32`` to
-``torch.float64``, ``int64`` to ``int32``...). An int in a tuple or list of
-ints is reported as a shape/stride element. Long literals are sampled
-(``SAMPLE`` positions spread evenly), so a 256-element expected list costs a
-few mutants, not 256.
-
-Each mutant is the fence's own text with one span replaced, so the report
-shows the fence's real lines; the text is kept only if it parses to the
-original AST with the same change made at the AST level (``apply``).
+Pure AST work on one fence's source (``fence_mutants``); ``tools/mutate.py`` runs the
+mutants, docs/mutate.md says what is changed. Only expected positions are mutated (an
+assert's test, a comparing call's expected arguments, a raise check, a table of expected
+rows, a name used only as an expectation), never the setup. Each mutant is the fence's own
+text with one span replaced, kept only if it parses to the original AST with the same
+change made there (``apply``), so the report shows the fence's real lines.
 """
 from __future__ import annotations
 
@@ -45,25 +18,18 @@ from dataclasses import asdict, dataclass, field
 #: Positions mutated in one long literal (a sequence, a table's rows).
 SAMPLE = 6
 
-# ---------------------------------------------------------------------------
-# What a mutation is
-
 
 @dataclass(frozen=True)
 class Edit:
-    """One change to a fence's source: the text between two offsets replaced.
-
-    ``change`` applies the same change to a copy of the fence's AST (called
-    with the copy's node that corresponds to ``node``); the spliced text is
-    kept only if it parses to exactly that tree.
-    """
+    """One change to a fence's source: the text between two offsets replaced. ``change``
+    makes the same change on a copy of the AST: callable(copied_node, copied_tree)."""
 
     operator: str
     node: ast.AST
-    start: int          # offsets into the fence source
+    start: int
     end: int
     text: str
-    change: object      # callable(copied_node, copied_tree) -> None
+    change: object
     alternative: str | None = None   # another text to try, e.g. parenthesised
     lines: tuple | None = None       # (start, end) of whole lines to delete instead, tried first
     row: tuple | None = None         # a dropped row's span: the report shows it
@@ -82,7 +48,7 @@ class Mutant:
     mutated: str        # the same line(s) in the mutant ("<row deleted>" for a dropped row)
     source: str = field(repr=False, default="")
     statement: tuple = (0, 0)   # first and last line, in the fence, of the statement changed
-    outcome: str = ""   # killed | survived | not-executed | error
+    outcome: str = ""   # killed | survived | not-executed | not-reached | timeout | error
     detail: str = ""    # how it was killed (the exception's first line) or why it errored
 
     def key(self) -> str:
@@ -94,12 +60,8 @@ class Mutant:
         return out
 
 
-# ---------------------------------------------------------------------------
-# Reading positions: AST columns are UTF-8 byte offsets
-
-
 class Source:
-    """A fence's text, with conversions from AST positions to string offsets."""
+    """A fence's text, with conversions from AST positions (UTF-8 byte columns) to offsets."""
 
     def __init__(self, text: str):
         self.text = text
@@ -117,24 +79,18 @@ class Source:
                 self.offset(node.end_lineno, node.end_col_offset))
 
     def line_of(self, offset: int) -> int:
-        """1-based line holding ``offset``."""
         return bisect.bisect_right(self.starts, offset)
 
 
-# ---------------------------------------------------------------------------
-# The value operators
-
 #: Each dtype and its neighbour: the mutant a fence must tell apart.
 DTYPE_NEIGHBOUR = {
-    "float32": "float64", "float": "float64", "float64": "float32", "double": "float32",
-    "float16": "bfloat16", "half": "bfloat16", "bfloat16": "float16",
-    "int64": "int32", "long": "int32", "int32": "int64", "int": "int64",
-    "int16": "int32", "short": "int32", "int8": "uint8", "uint8": "int8",
-    "uint16": "uint32", "uint32": "uint64", "uint64": "uint32", "bool": "uint8",
-    "complex64": "complex128", "cfloat": "complex128", "complex128": "complex64",
-    "cdouble": "complex64", "complex32": "complex64", "chalf": "complex64",
-    "float8_e4m3fn": "float8_e5m2", "float8_e5m2": "float8_e4m3fn",
-    "float8_e4m3fnuz": "float8_e5m2fnuz", "float8_e5m2fnuz": "float8_e4m3fnuz",
+    "float32": "float64", "float": "float64", "float64": "float32", "double": "float32", "float16": "bfloat16",
+    "half": "bfloat16", "bfloat16": "float16", "int64": "int32", "long": "int32", "int32": "int64", "int": "int64",
+    "int16": "int32", "short": "int32", "int8": "uint8", "uint8": "int8", "uint16": "uint32", "uint32": "uint64",
+    "uint64": "uint32", "bool": "uint8", "complex64": "complex128", "cfloat": "complex128",
+    "complex128": "complex64", "cdouble": "complex64", "complex32": "complex64", "chalf": "complex64",
+    "float8_e4m3fn": "float8_e5m2", "float8_e5m2": "float8_e4m3fn", "float8_e4m3fnuz": "float8_e5m2fnuz",
+    "float8_e5m2fnuz": "float8_e4m3fnuz",
 }
 #: Names whose attributes are constants, not state: ``torch.float32``, ``math.inf``.
 MODULES = {"torch", "np", "numpy", "math", "ml_dtypes", "jnp", "jax", "fractions", "xp"}
@@ -143,22 +99,14 @@ BUILDERS = {"float", "int", "complex", "tuple", "list", "set", "frozenset", "ran
             "Fraction", "Decimal", "slice", "bytes", "str"}
 #: Each exception (or warning) class and siblings that do not catch it.
 SIBLINGS = {
-    "RuntimeError": ("ValueError", "TypeError"),
-    "ValueError": ("TypeError", "RuntimeError"),
-    "TypeError": ("ValueError", "RuntimeError"),
-    "IndexError": ("ValueError", "KeyError"),
-    "KeyError": ("IndexError", "ValueError"),
-    "AttributeError": ("TypeError", "ValueError"),
-    "NotImplementedError": ("TypeError", "ValueError"),
-    "OverflowError": ("ValueError", "TypeError"),
-    "ZeroDivisionError": ("ValueError", "TypeError"),
-    "AssertionError": ("ValueError", "RuntimeError"),
-    "LookupError": ("ValueError", "TypeError"),
-    "ArithmeticError": ("ValueError", "TypeError"),
-    "UserWarning": ("DeprecationWarning", "FutureWarning"),
-    "DeprecationWarning": ("UserWarning", "FutureWarning"),
-    "FutureWarning": ("DeprecationWarning", "UserWarning"),
-    "RuntimeWarning": ("UserWarning", "DeprecationWarning"),
+    "RuntimeError": ("ValueError", "TypeError"), "ValueError": ("TypeError", "RuntimeError"),
+    "TypeError": ("ValueError", "RuntimeError"), "IndexError": ("ValueError", "KeyError"),
+    "KeyError": ("IndexError", "ValueError"), "AttributeError": ("TypeError", "ValueError"),
+    "NotImplementedError": ("TypeError", "ValueError"), "OverflowError": ("ValueError", "TypeError"),
+    "ZeroDivisionError": ("ValueError", "TypeError"), "AssertionError": ("ValueError", "RuntimeError"),
+    "LookupError": ("ValueError", "TypeError"), "ArithmeticError": ("ValueError", "TypeError"),
+    "UserWarning": ("DeprecationWarning", "FutureWarning"), "DeprecationWarning": ("UserWarning", "FutureWarning"),
+    "FutureWarning": ("DeprecationWarning", "UserWarning"), "RuntimeWarning": ("UserWarning", "DeprecationWarning"),
 }
 #: Calls whose arguments are what a fence expects (by the last part of the dotted name).
 EXPECTING_CALLS = {"compare", "prove", "assert_close", "assert_allclose", "assert_equal",
@@ -166,12 +114,12 @@ EXPECTING_CALLS = {"compare", "prove", "assert_close", "assert_allclose", "asser
 #: Calls that compare inside an assert: ``assert torch.equal(t, torch.tensor([1, 2]))``.
 COMPARING_CALLS = EXPECTING_CALLS | {"equal", "allclose", "isclose", "array_equal",
                                      "isinstance", "issubclass"}
-#: Compare operators and their mutants.
-OP_SWAP = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.LtE, ast.LtE: ast.Lt,
-           ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Is: ast.IsNot, ast.IsNot: ast.Is,
-           ast.In: ast.NotIn, ast.NotIn: ast.In}
-OP_TEXT = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
-           ast.GtE: ">=", ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
+#: Each compare operator: its mutant, its text, and the pattern that finds it in the source.
+OPS = {ast.Eq: (ast.NotEq, "==", "=="), ast.NotEq: (ast.Eq, "!=", "!="),
+       ast.Lt: (ast.LtE, "<", r"<(?!=)"), ast.LtE: (ast.Lt, "<=", "<="),
+       ast.Gt: (ast.GtE, ">", r">(?!=)"), ast.GtE: (ast.Gt, ">=", ">="),
+       ast.Is: (ast.IsNot, "is", r"\bis\b(?!\s+not\b)"), ast.IsNot: (ast.Is, "is not", r"\bis\s+not\b"),
+       ast.In: (ast.NotIn, "in", r"(?<!not )\bin\b"), ast.NotIn: (ast.In, "not in", r"\bnot\s+in\b")}
 
 
 def dotted(node: ast.AST) -> str:
@@ -180,35 +128,30 @@ def dotted(node: ast.AST) -> str:
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return ""
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else ""
 
 
 def last_name(call: ast.Call) -> str:
     return dotted(call.func).rsplit(".", 1)[-1]
 
 
-def literalish(node: ast.AST) -> bool:
-    """Is ``node`` built from literals only (a value a fence writes out, not computes)?"""
+def literalish(node: ast.AST, expects: bool = False) -> bool:
+    """Is ``node`` built from literals only (a value a fence writes out, not computes)? With ``expects``: a literal
+    holding a number, bool, dtype or exception class that ``Finder.values`` changes (an exception name counts)."""
+    combine = any if expects else all
     if isinstance(node, ast.Constant):
-        return True
-    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        return all(literalish(e) for e in node.elts)
-    if isinstance(node, ast.Dict):
-        return all(k is not None and literalish(k) for k in node.keys) and all(
-            literalish(v) for v in node.values)
-    if isinstance(node, ast.UnaryOp):
-        return literalish(node.operand)
-    if isinstance(node, ast.BinOp):
-        return literalish(node.left) and literalish(node.right)
+        return not expects or type(node.value) in (bool, int, float, complex)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.UnaryOp, ast.BinOp)):
+        return (expects or not isinstance(node, ast.Dict) or None not in node.keys) and combine(
+            literalish(c, expects) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))
     if isinstance(node, ast.Attribute):
-        return dotted(node).split(".")[0] in MODULES
+        return dotted(node).split(".")[0] in MODULES and (not expects or node.attr in DTYPE_NEIGHBOUR)
+    if isinstance(node, ast.Name):
+        return expects and node.id in SIBLINGS
     if isinstance(node, ast.Call):
-        name = dotted(node.func)
+        name, args = dotted(node.func), node.args + [k.value for k in node.keywords]
         return bool(name) and (name.split(".")[0] in MODULES or name in BUILDERS) and all(
-            literalish(a) for a in node.args) and all(literalish(k.value) for k in node.keywords)
+            literalish(a) for a in args) and (not expects or any(literalish(a, True) for a in args))
     return False
 
 
@@ -216,8 +159,30 @@ def sample(items: list, n: int = SAMPLE) -> list:
     """At most ``n`` of ``items``, spread evenly, first and last included."""
     if len(items) <= n:
         return list(items)
-    picks = sorted({round(i * (len(items) - 1) / (n - 1)) for i in range(n)})
-    return [items[i] for i in picks]
+    return [items[i] for i in sorted({round(i * (len(items) - 1) / (n - 1)) for i in range(n)})]
+
+
+def _replace_with(new):
+    """A change that puts ``new`` where the node is in its parent."""
+    def change(node, tree):
+        for parent in ast.walk(tree):
+            for name, value in ast.iter_fields(parent):
+                if value is node:
+                    return setattr(parent, name, copy.deepcopy(new))
+                for k, item in enumerate(value if isinstance(value, list) else []):
+                    if item is node:
+                        value[k] = copy.deepcopy(new)
+                        return None
+    return change
+
+
+def _drop(index):
+    def change(node, tree):
+        if isinstance(node, ast.Dict):
+            del node.keys[index], node.values[index]
+        else:
+            del node.elts[index]
+    return change
 
 
 class Finder:
@@ -232,14 +197,11 @@ class Finder:
         self.assigned: dict[str, list[ast.AST]] = {}   # name -> values assigned in the fence
         self.loads: dict[str, int] = {}
 
-    # -- the operators ------------------------------------------------------
-
     def add(self, operator, node, text, change, start=None, end=None, alternative=None):
         s, e = self.src.span(node)
         start, end = (s if start is None else start), (e if end is None else end)
-        key = (start, end, text)
-        if key not in self.seen:
-            self.seen.add(key)
+        if (start, end, text) not in self.seen:
+            self.seen.add((start, end, text))
             self.edits.append(Edit(operator, node, start, end, text, change, alternative))
 
     def constant(self, node: ast.AST, in_shape: bool) -> None:
@@ -248,30 +210,19 @@ class Finder:
         v = -node.operand.value if negative else node.value
         text = ast.get_source_segment(self.src.text, node.operand if negative else node) or repr(v)
         if isinstance(v, bool):
-            self.replace("bool", node, repr(not v))
+            news = [("bool", repr(not v))]
         elif isinstance(v, int):
-            for new in [v + 1] + ([0] if v == 1 else []):
-                self.replace("shape" if in_shape else "number", node, repr(new))
-        elif isinstance(v, (float, complex)):
-            # x -> -x, written as the fence wrote x; 0 -> 1; 1 -> 0 too
-            news = [text if negative else f"-{text}"] if v != 0 else [repr(type(v)(1))]
-            if v == 1:
-                news.append(repr(type(v)(0)))
-            for new in news:
-                self.replace("number", node, new)
-
-    def replace(self, operator: str, node: ast.AST, text: str) -> None:
-        """Replace ``node`` with the expression ``text`` (parenthesised if it must be)."""
-        new = ast.parse(text, mode="eval").body
-        self.add(operator, node, text, _replace_with(new), alternative=f"({text})")
+            news = [("shape" if in_shape else "number", repr(n)) for n in [v + 1] + ([0] if v == 1 else [])]
+        else:  # x -> -x, written as the fence wrote x; 0 -> 1; 1 -> 0 too
+            news = [("number", t) for t in ([text if negative else f"-{text}"] if v != 0 else [repr(type(v)(1))])
+                    + ([repr(type(v)(0))] if v == 1 else [])]
+        for operator, new in news:   # parenthesised if it must be
+            self.add(operator, node, new, _replace_with(ast.parse(new, mode="eval").body), alternative=f"({new})")
 
     def attribute(self, node: ast.Attribute) -> None:
-        root = dotted(node).split(".")[0]
-        if root in MODULES and node.attr in DTYPE_NEIGHBOUR:
-            new = DTYPE_NEIGHBOUR[node.attr]
-            start, end = self.src.span(node)
-            text = self.src.text[start:end]
-            self.add("dtype", node, text[: len(text) - len(node.attr)] + new, _set_attr(new))
+        if dotted(node).split(".")[0] in MODULES and node.attr in DTYPE_NEIGHBOUR:
+            new, text = DTYPE_NEIGHBOUR[node.attr], self.src.text[slice(*self.src.span(node))]
+            self.add("dtype", node, text[: len(text) - len(node.attr)] + new, lambda n, tree: setattr(n, "attr", new))
 
     def exception(self, node: ast.AST, operator: str) -> None:
         if isinstance(node, ast.Tuple):
@@ -279,29 +230,28 @@ class Finder:
                 self.exception(elt, operator)
         elif isinstance(node, ast.Name) and node.id in SIBLINGS:
             for new in SIBLINGS[node.id]:
-                self.add(operator, node, new, _set_id(new))
+                self.add(operator, node, new, lambda n, tree, new=new: setattr(n, "id", new))
 
     def compare_ops(self, node: ast.Compare) -> None:
         operands = [node.left] + node.comparators
         for i, op in enumerate(node.ops):
-            new = OP_SWAP[type(op)]
+            new, _, pattern = OPS[type(op)]
+
+            def change(n, tree, i=i, new=new):
+                n.ops[i] = new()
             # the operator's text lies between the two operands; splice only it
-            between_start = self.src.span(operands[i])[1]
-            between_end = self.src.span(operands[i + 1])[0]
-            between = self.src.text[between_start:between_end]
-            m = re.search(_op_pattern(type(op)), between)
+            start, end = self.src.span(operands[i])[1], self.src.span(operands[i + 1])[0]
+            m = re.search(pattern, self.src.text[start:end])
             if m:
-                self.add("compare", node, OP_TEXT[new], _set_op(i, new),
-                         start=between_start + m.start(), end=between_start + m.end())
+                self.add("compare", node, OPS[new][1], change, start=start + m.start(),
+                         end=start + m.end())
             else:  # apply() falls back to the whole comparison, unparsed
-                self.add("compare", node, ast.unparse(node), _set_op(i, new))
+                self.add("compare", node, ast.unparse(node), change)
 
     def drop_row(self, container: ast.AST, index: int) -> None:
         """Delete element ``index`` of a list/tuple (or item of a dict): a table's row."""
-        if isinstance(container, ast.Dict):
-            firsts, lasts = container.keys, container.values
-        else:
-            firsts = lasts = container.elts
+        firsts, lasts = (container.keys, container.values) if isinstance(container, ast.Dict) \
+            else (container.elts, container.elts)
         row = (self.src.span(firsts[index])[0], self.src.span(lasts[index])[1])
         if index + 1 < len(firsts):          # the row and the separator after it
             start, end = row[0], self.src.span(firsts[index + 1])[0]
@@ -318,8 +268,6 @@ class Finder:
             lines = (self.src.starts[l0 - 1], self.src.starts[l1])
         self.edits.append(Edit("table-row", container, start, end, "", _drop(index),
                                lines=lines, row=row))
-
-    # -- where the expected values are ---------------------------------------
 
     def values(self, node: ast.AST, in_shape: bool = False) -> None:
         """Every value operator inside an expected expression."""
@@ -359,18 +307,21 @@ class Finder:
             for kw in node.keywords:
                 self.values(kw.value)
 
+    def expected_table(self, node: ast.AST) -> None:
+        """An expected value, and each sampled row dropped when it is a table."""
+        self.values(node)
+        if _is_table(node):
+            for i in sample(list(range(_rows(node)))):
+                self.drop_row(node, i)
+
     def asserted(self, test: ast.AST) -> None:
         """The comparisons an assert's test makes, and their literal sides."""
         if isinstance(test, ast.Compare):
             self.compare_ops(test)
             operands = [test.left] + test.comparators
             # the literal side is the expectation; with none, a model like `3 * itemsize`
-            literal = [o for o in operands if literalish(o)]
-            for operand in literal or operands:
-                self.values(operand)
-                if _is_table(operand):
-                    for i in sample(list(range(_rows(operand)))):
-                        self.drop_row(operand, i)
+            for operand in [o for o in operands if literalish(o)] or operands:
+                self.expected_table(operand)
         elif isinstance(test, ast.BoolOp):
             for v in test.values:
                 self.asserted(v)
@@ -380,24 +331,18 @@ class Finder:
             name = last_name(test)
             if name in ("all", "any", "bool") and len(test.args) == 1:
                 arg = test.args[0]
-                self.asserted(arg.elt if isinstance(arg, (ast.GeneratorExp, ast.ListComp)) else arg)
-                if isinstance(arg, (ast.GeneratorExp, ast.ListComp)):
-                    for gen in arg.generators:
-                        self.table_iter(gen.iter)
+                comprehension = isinstance(arg, (ast.GeneratorExp, ast.ListComp))
+                self.asserted(arg.elt if comprehension else arg)
+                for gen in arg.generators if comprehension else []:
+                    self.table_iter(gen.iter)
             elif name in ("all", "any", "item") and isinstance(test.func, ast.Attribute):
                 self.asserted(test.func.value)
             elif name in COMPARING_CALLS:
                 self.call_arguments(test)
 
     def call_arguments(self, call: ast.Call) -> None:
-        """The expected arguments of a comparing call.
-
-        ``prove(check, solution, wrong)``: the solution only. A changed wrong
-        answer is still wrong (an equivalent mutant) unless it turns into the
-        solution, which the solution's own mutants already try.
-        ``compare(answer, expected)``: the expected value. Others: every
-        positional argument (the computed one has nothing literal to change).
-        """
+        """The expected arguments of a comparing call: ``prove``'s solution (a changed wrong
+        answer stays wrong), ``compare``'s expected value, every positional argument else."""
         name = last_name(call)
         if name in ("prove", "compare"):
             keyword = "solution" if name == "prove" else "expected"
@@ -415,23 +360,24 @@ class Finder:
             node = node.func.value
         elif isinstance(node, ast.Call) and dotted(node.func) == "enumerate" and node.args:
             node = node.args[0]
-        if isinstance(node, ast.Name):
-            for value in self.assigned.get(node.id, []):
-                self.table(value)
-        else:
-            self.table(node)
+        for value in self.assigned.get(node.id, []) if isinstance(node, ast.Name) else [node]:
+            if _is_table(value):
+                for i in sample(list(range(_rows(value)))):
+                    self.drop_row(value, i)
+                    if isinstance(value, ast.Dict):
+                        self.values(value.values[i])
+                    else:
+                        for cell in value.elts[i].elts[1:]:
+                            self.values(cell)
 
-    def table(self, node: ast.AST) -> None:
-        if not _is_table(node):
-            return
-        indices = sample(list(range(_rows(node))))
-        for i in indices:
-            self.drop_row(node, i)
-            if isinstance(node, ast.Dict):
-                self.values(node.values[i])
-            else:
-                for cell in node.elts[i].elts[1:]:
-                    self.values(cell)
+    def raise_check(self, node: ast.With) -> None:
+        for item in node.items:
+            call = item.context_expr
+            if isinstance(call, ast.Call) and last_name(call) in ("raises", "warns") and call.args:
+                kind = last_name(call)
+                self.exception(call.args[0], f"{kind}-class")
+                self.add(f"{kind}-body", node, "pass", lambda n, tree: setattr(n, "body", [ast.Pass()]),
+                         start=self.src.span(node.body[0])[0], end=self.src.span(node.body[-1])[1])
 
     def find(self) -> list[Edit]:
         """Every edit of the fence: asserts, comparing calls, raise checks, tables, names."""
@@ -454,67 +400,21 @@ class Finder:
         for name, seen in list(self.expected_names.items()):
             if name in self.assigned and self.loads.get(name, 0) == len(seen):
                 for value in self.assigned[name]:
-                    self.values(value)
-                    if _is_table(value):
-                        for i in sample(list(range(_rows(value)))):
-                            self.drop_row(value, i)
+                    self.expected_table(value)
         return self.edits
-
-    def raise_check(self, node: ast.With) -> None:
-        for item in node.items:
-            call = item.context_expr
-            if isinstance(call, ast.Call) and last_name(call) in ("raises", "warns") and call.args:
-                kind = last_name(call)
-                self.exception(call.args[0], f"{kind}-class")
-                start = self.src.span(node.body[0])[0]
-                end = self.src.span(node.body[-1])[1]
-                self.add(f"{kind}-body", node, "pass", _body_pass, start=start, end=end)
-
-
-def _op_pattern(op: type) -> str:
-    return {ast.Is: r"\bis\b(?!\s+not\b)", ast.IsNot: r"\bis\s+not\b",
-            ast.In: r"(?<!not )\bin\b", ast.NotIn: r"\bnot\s+in\b",
-            ast.Eq: "==", ast.NotEq: "!=", ast.Lt: r"<(?!=)", ast.LtE: "<=",
-            ast.Gt: r">(?!=)", ast.GtE: ">="}[op]
 
 
 def _is_table(node: ast.AST) -> bool:
-    """A literal table of expectations: a list/tuple of two or more rows (tuples or lists
-    of two or more cells) or a dict of two or more entries, whose expected cells (every
-    cell but a row's first; a dict's values) hold a value the operators change.
-
-    A list of lambdas or of names to call is a domain, not expectations: dropping one
-    only checks less, and nothing could kill that.
-    """
+    """A literal table of expectations: two or more rows (tuples or lists of two or more
+    cells) or dict entries, whose expected cells (all but a row's first; a dict's values)
+    hold a value the operators change. A list of lambdas to call is a domain, not a table."""
     if isinstance(node, ast.Dict):
         return len(node.keys) >= 2 and all(k is not None for k in node.keys) and any(
-            _expects(v) for v in node.values)
+            literalish(v, True) for v in node.values)
     if isinstance(node, (ast.List, ast.Tuple)):
         return len(node.elts) >= 2 and all(
             isinstance(e, (ast.Tuple, ast.List)) and len(e.elts) >= 2 for e in node.elts
-        ) and any(_expects(cell) for e in node.elts for cell in e.elts[1:])
-    return False
-
-
-def _expects(node: ast.AST) -> bool:
-    """Does ``node`` hold a number, bool, dtype or exception class that ``Finder.values`` changes?"""
-    if isinstance(node, ast.Constant):
-        return type(node.value) in (bool, int, float, complex)
-    if isinstance(node, ast.UnaryOp):
-        return _expects(node.operand)
-    if isinstance(node, ast.BinOp):
-        return _expects(node.left) or _expects(node.right)
-    if isinstance(node, ast.Attribute):
-        return dotted(node).split(".")[0] in MODULES and node.attr in DTYPE_NEIGHBOUR
-    if isinstance(node, ast.Name):
-        return node.id in SIBLINGS
-    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        return any(_expects(e) for e in node.elts)
-    if isinstance(node, ast.Dict):
-        return any(_expects(v) for v in node.values) or any(
-            k is not None and _expects(k) for k in node.keys)
-    if isinstance(node, ast.Call) and literalish(node):
-        return any(_expects(a) for a in node.args) or any(_expects(k.value) for k in node.keywords)
+        ) and any(literalish(cell, True) for e in node.elts for cell in e.elts[1:])
     return False
 
 
@@ -524,65 +424,8 @@ def _rows(node: ast.AST) -> int:
 
 def _checks(body: list[ast.stmt]) -> bool:
     """Does a loop body check something (assert, raise check, comparing call)?"""
-    for stmt in body:
-        for n in ast.walk(stmt):
-            if isinstance(n, ast.Assert):
-                return True
-            if isinstance(n, ast.Call) and last_name(n) in EXPECTING_CALLS | {"raises", "warns"}:
-                return True
-    return False
-
-
-# Tree changes, applied to the copied node that corresponds to the edited one.
-
-def _set_attr(attr):
-    def change(node, tree):
-        node.attr = attr
-    return change
-
-
-def _set_id(name):
-    def change(node, tree):
-        node.id = name
-    return change
-
-
-def _set_op(i, op):
-    def change(node, tree):
-        node.ops[i] = op()
-    return change
-
-
-def _replace_with(new):
-    def change(node, tree):
-        for parent in ast.walk(tree):
-            for name, value in ast.iter_fields(parent):
-                if value is node:
-                    setattr(parent, name, copy.deepcopy(new))
-                    return
-                if isinstance(value, list):
-                    for k, item in enumerate(value):
-                        if item is node:
-                            value[k] = copy.deepcopy(new)
-                            return
-    return change
-
-
-def _drop(index):
-    def change(node, tree):
-        if isinstance(node, ast.Dict):
-            del node.keys[index], node.values[index]
-        else:
-            del node.elts[index]
-    return change
-
-
-def _body_pass(node, tree):
-    node.body = [ast.Pass()]
-
-
-# ---------------------------------------------------------------------------
-# From edits to mutants
+    return any(isinstance(n, ast.Assert) or isinstance(n, ast.Call) and last_name(n) in
+               EXPECTING_CALLS | {"raises", "warns"} for stmt in body for n in ast.walk(stmt))
 
 
 def _dump(tree: ast.AST) -> str:
@@ -590,12 +433,8 @@ def _dump(tree: ast.AST) -> str:
 
 
 def apply(source: str, edit: Edit, tree: ast.AST) -> str | None:
-    """The fence's source with ``edit`` spliced in, or None when no text gives the intended tree.
-
-    The text keeps the fence's own formatting (so the report shows its real
-    lines); it is accepted only if it parses to the original tree with the
-    same change made at the AST level.
-    """
+    """The fence's source with ``edit`` spliced in, or None when no text parses to the
+    original tree with the same change made at the AST level."""
     copied = copy.deepcopy(tree)
     index = next(i for i, n in enumerate(ast.walk(tree)) if n is edit.node)
     edit.change(list(ast.walk(copied))[index], copied)
@@ -604,8 +443,7 @@ def apply(source: str, edit: Edit, tree: ast.AST) -> str | None:
     texts.append((edit.start, edit.end, edit.text))
     if edit.alternative is not None:
         texts.append((edit.start, edit.end, edit.alternative))
-    node_start, node_end = Source(source).span(edit.node)
-    texts.append((node_start, node_end, ast.unparse(list(ast.walk(copied))[index])))
+    texts.append((*Source(source).span(edit.node), ast.unparse(list(ast.walk(copied))[index])))
     for start, end, text in texts:
         mutated = source[:start] + text + source[end:]
         try:
@@ -617,12 +455,8 @@ def apply(source: str, edit: Edit, tree: ast.AST) -> str | None:
 
 
 def statement(tree: ast.AST, src: Source, offset: int) -> tuple[int, int]:
-    """First and last line of the innermost statement holding ``offset``.
-
-    Whether a mutant can fail at all depends on that statement running: a
-    line of it may never show in a line trace (a constant tuple over three
-    lines is one instruction), but a statement that runs shows one of its lines.
-    """
+    """First and last line of the innermost statement holding ``offset``: a statement that
+    runs shows one of its lines in a trace (a constant tuple over three lines may not)."""
     best = (1, len(src.lines))
     for node in ast.walk(tree):
         if isinstance(node, ast.stmt):
@@ -647,19 +481,15 @@ def changed_lines(source: str, mutated: str) -> tuple[int, str, str]:
 
 def fence_mutants(source: str, chapter: str = "", fence: str = "", first_line: int = 1
                   ) -> list[Mutant]:
-    """Every mutant of one fence's source, in source order.
-
-    ``first_line`` is the .md line of the source's first line, so each
-    mutant names its line in the chapter file.
-    """
+    """Every mutant of one fence's source, in source order; ``first_line`` is the .md line
+    of the source's first line, so each mutant names its line in the chapter file."""
     try:
         finder = Finder(source)
     except SyntaxError:
         return []
-    edits = sorted(finder.find(), key=lambda e: (e.start, e.end, e.operator))
     src = Source(source)
     out, seen = [], set()
-    for edit in edits:
+    for edit in sorted(finder.find(), key=lambda e: (e.start, e.end, e.operator)):
         mutated = apply(source, edit, finder.tree)
         if mutated is None or mutated in seen or mutated == source:
             continue

@@ -1,57 +1,21 @@
 """Assertion sensitivity: does each fence fail when what it expects is changed?
 
-    python tools/mutate.py [CHAPTER.md ...] [--jobs N] [--timeout S]
-                           [--allowlist FILE] [--json FILE] [--fence ID ...] [--list]
-                                                                     (make mutate)
+    python tools/mutate.py [CHAPTER.md ...] [--jobs N] [--timeout S] [--allowlist FILE]
+                           [--json FILE] [--fence ID ...] [--list] [--fresh]    (make mutate)
 
-A fence that passes proves something only if it would fail were the claim
-false. For every fence (a code cell tagged ``fence``, named by its
-``fence-id``) this tool makes *mutants*: copies of the fence with one thing
-it expects changed (``tools/mutants.py`` says what and where). Each mutant
-runs on the chapter's state just before the fence: the chapter re-run up to
-and including the mutated fence. A mutant is *killed* when the fence fails
-(raises, times out, or leaves torch's global state other than the real
-fence does); otherwise it *survived*: the fence cannot tell that
-expectation from the changed one.
-
-Speed: one root process imports torch once, with one intra-op thread
-(forked children must not inherit a started OpenMP pool: they hang on it;
-and the cores go to parallel mutants instead). Each chapter runs in a
-process forked from it, executing its cells with ``exec`` in one namespace,
-stdout and stderr captured. Before each fence, every mutant of that fence
-is forked from the chapter process, so it starts from exactly the state
-the fence would see and leaks nothing back; at most ``--jobs`` processes
-(default: all cores) are busy at once across all chapters. Hypothesis does
-not shrink in this run: a failing example is enough to kill, and shrinking
-is what makes a failing ``forall`` slow.
-
-Cells run as plain Python, not in a kernel: ``fences.glue`` (myst-nb's
-``glue``, through IPython's ``display``) only prints, into the captured
-output; a cell that needs a kernel (a ``%magic``, ``get_ipython()``) fails
-here and is reported as an error.
-
-A fence that prints ``fences.SKIP_MARKER`` (gated by ``fences.needs`` on a
-device this machine lacks) is *not executed*: its mutants are counted
-apart, never as killed. So is a mutant whose changed statement did not run
-in the real fence (a branch for another build or release): *not reached*.
-To tell, the real fence is line-traced when one of its mutants passed.
-
-Survivors are printed with chapter, fence id, line in the ``.md`` file,
-the original line and the mutated one. A survivor that is an equivalent
-mutant (it cannot change the outcome) is justified in the allowlist
-(``mutate-allowlist.yml``); any other survivor fails the run (exit 1), as
-does a fence or cell that fails unmutated. Allowlist entries that match no
-surviving mutant of a fence that ran are reported as stale.
-
-The scores per chapter, the justified survivors and the open ones are
-written to ``mutate-results.json`` (``--json``), which the "Verified on"
-page renders through ``fencecheck.mutation``.
+Each mutant of a fence (``tools/mutants.py``) runs on the chapter's state just before the fence: *killed*
+when the fence fails (raises, times out, or leaves torch's global state other than the real fence does), else it
+*survived*. docs/mutate.md has the rules (the allowlist, what is counted apart, exit codes, reuse). One root
+process imports torch (one intra-op thread: a forked child hangs on a started OpenMP pool); each chapter runs
+forked from it, its cells run with ``exec``; each mutant is forked from the chapter's process just before its
+fence, at most ``--jobs`` busy in all. Hypothesis does not shrink: a failing example kills.
 """
 from __future__ import annotations
 
 import argparse
 import ast
 import contextlib
+import copy
 import fnmatch
 import io
 import json
@@ -78,14 +42,8 @@ from mutants import Mutant, fence_mutants  # noqa: E402
 
 ALLOWLIST = ROOT / "mutate-allowlist.yml"
 RESULTS = ROOT / "mutate-results.json"
-#: Seconds a mutant may run: the cell timeout, whose one home is _config.yml's
-#: ``execute.timeout`` (``fencecheck.chapter.cell_timeout``, which the suite and the site
-#: build read too), so a mutant that hangs is stopped exactly when the suite would fail it.
+#: Seconds a mutant may run: the cell timeout (_config.yml's ``execute.timeout``, its one home).
 TIMEOUT = cell_timeout(ROOT)
-
-
-# ---------------------------------------------------------------------------
-# Reading a chapter
 
 
 @dataclass
@@ -98,92 +56,62 @@ class Cell:
 
 
 def read_chapter(path: Path, root: Path = ROOT) -> tuple[str, list[Cell]]:
-    """The chapter's name (relative to ``root``) and its code cells, fences named.
-
-    Does not lint: a fence without a ``fence-id`` gets the stand-in
-    ``<chapter>-cell-<index>`` so that old chapters can be measured too.
-    """
+    """The chapter's name (relative to ``root``) and its code cells, fences named. Not linted:
+    a fence without a ``fence-id`` is named ``<chapter>-cell-<index>``."""
     from fencecheck import lint
-    from fencecheck.chapter import code_cell_lines, parse
+    from fencecheck.chapter import parse
 
     path = Path(path).resolve()
     text = path.read_text(encoding="utf-8")
     nb = parse(text, path)
-    md = text.splitlines()
-    directives = code_cell_lines(nb)
     try:
         name = path.relative_to(root.resolve()).as_posix()
     except ValueError:
         name = path.as_posix()
     cells = []
     code = [c for c in nb.cells if c.cell_type == "code"]
-    for index, (cell, directive) in enumerate(zip(code, directives)):
+    for index, (cell, line) in enumerate(zip(code, lint.cell_lines(nb, text))):   # line: before the source
         ident = lint.fence_id(cell) if lint.is_fence(cell) else None
-        has_id = ident is not None or not lint.is_fence(cell)
-        if lint.is_fence(cell) and ident is None:
-            ident = f"{path.stem}-cell-{index}"
-        cells.append(Cell(index, cell.source, _first_source_line(md, directive, cell.source),
-                          ident, has_id))
+        stand_in = f"{path.stem}-cell-{index}" if lint.is_fence(cell) and ident is None else None
+        cells.append(Cell(index, cell.source, line + 1, stand_in or ident, stand_in is None))
     return name, cells
 
 
-def _first_source_line(md: list[str], directive: int, source: str) -> int:
-    """The .md line where the cell's source starts (after its options)."""
-    lines = source.splitlines()
-    for k in range(directive, min(directive + 40, len(md))):
-        if md[k:k + len(lines)] == lines:
-            return k + 1
-    return directive + 1
-
-
-# ---------------------------------------------------------------------------
-# Running: cells with exec, mutants in forked processes
+class _Timeout(BaseException):
+    """Raised in the main thread when an in-process mutant runs out of time."""
 
 
 def execute(source: str, namespace: dict, filename: str, trace: bool = False) -> dict:
-    """Run one cell in ``namespace``; capture its output; never raise.
-
-    Returns ``{"ok", "error", "stdout", "seconds", "lines"}``; ``error`` is
-    the exception's type and first line; ``lines`` (with ``trace``) the
-    cell's line numbers that ran, functions it defines included.
-    """
+    """Run one cell in ``namespace``, output captured; never raises (but ``_Timeout``). ``error``: the exception's
+    type and first line; ``lines`` (with ``trace``): the line numbers run of code compiled as ``filename``."""
     out = io.StringIO()
     start = time.perf_counter()
     error = ""
     ran: set[int] = set()
-    try:
-        code = compile(source, filename, "exec")
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), \
-                _lines_run(filename, ran) if trace else contextlib.nullcontext():
-            exec(code, namespace)
-    except BaseException as exc:  # noqa: BLE001 - a fence may raise anything; it is the result
-        if isinstance(exc, _Timeout):  # an in-process mutant out of time: its runner reports it
-            raise
-        lines = str(exc).strip().splitlines()
-        error = f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-    return {"ok": not error, "error": error, "stdout": out.getvalue()[-20000:],
-            "seconds": time.perf_counter() - start, "lines": sorted(ran)}
 
-
-@contextlib.contextmanager
-def _lines_run(filename: str, ran: set[int]):
-    """Record the line numbers run in code compiled as ``filename`` (and only there)."""
     def local(frame, event, arg):
         if event == "line":
             ran.add(frame.f_lineno)
         return local
 
-    def call(frame, event, arg):
-        return local if frame.f_code.co_filename == filename else None
-
     previous = sys.gettrace()
-    sys.settrace(call)
     try:
-        yield
-    finally:
-        sys.settrace(previous)
+        code = compile(source, filename, "exec")
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            if trace:
+                sys.settrace(lambda frame, event, arg: local if frame.f_code.co_filename == filename else None)
+            try:
+                exec(code, namespace)
+            finally:
+                if trace:
+                    sys.settrace(previous)
+    except (_Timeout, KeyboardInterrupt):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a fence may raise anything; it is the result
+        lines = str(exc).strip().splitlines()
+        error = f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
+    return {"ok": not error, "error": error, "stdout": out.getvalue()[-20000:],
+            "seconds": time.perf_counter() - start, "lines": sorted(ran)}
 
 
 def global_state() -> dict[str, str]:
@@ -195,32 +123,31 @@ def global_state() -> dict[str, str]:
 class Child:
     """A forked process that runs ``work()`` and sends back its JSON-able result."""
 
-    def __init__(self, work, timeout: float | None = None, tag=None, quiet: bool = True):
-        self.tag, self.result, self.timed_out = tag, None, False
+    def __init__(self, work, timeout: float | None = None, tag=None):
+        self.tag, self.result, self.timed_out, self.chunks = tag, None, False, []
         self.deadline = time.monotonic() + timeout if timeout else None
-        read, write = os.pipe()
-        sys.stdout.flush(), sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
-            code = 0
+        self.fd, write = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.pid = os.fork()
+        if self.pid:
+            os.close(write)
+            return
+        code = 70   # the child: never returns
+        try:
+            os.close(self.fd)
+            devnull = os.open(os.devnull, os.O_WRONLY)   # C++ warnings go to fd 2; results through the pipe
+            os.dup2(devnull, 1)
+            os.dup2(devnull, 2)
             try:
-                os.close(read)
-                if quiet:  # C++ warnings go straight to fd 2; this run reports through the pipe
-                    devnull = os.open(os.devnull, os.O_WRONLY)
-                    os.dup2(devnull, 1), os.dup2(devnull, 2)
                 data = json.dumps(work()).encode()
-                with os.fdopen(write, "wb") as pipe:
-                    pipe.write(data)
+                code = 0
             except BaseException:  # noqa: BLE001
-                code = 70
-                try:
-                    os.write(write, json.dumps({"crash": traceback.format_exc()[-2000:]}).encode())
-                except OSError:
-                    pass
-            finally:
-                os._exit(code)
-        os.close(write)
-        self.pid, self.fd, self.chunks = pid, read, []
+                data = json.dumps({"crash": traceback.format_exc()[-2000:]}).encode()
+            with os.fdopen(write, "wb") as pipe:
+                pipe.write(data)
+        finally:
+            os._exit(code)
 
     def feed(self) -> bool:
         """Read what is available; True once the child closed its end (it has finished)."""
@@ -230,11 +157,8 @@ class Child:
             return False
         os.close(self.fd)
         _, status = os.waitpid(self.pid, 0)
-        raw = b"".join(self.chunks)
-        try:
-            self.result = json.loads(raw) if raw else None
-        except json.JSONDecodeError:
-            self.result = None
+        with contextlib.suppress(json.JSONDecodeError):
+            self.result = json.loads(b"".join(self.chunks) or b"null")
         if self.result is None:
             self.result = {"crash": f"the process ended with status {status} and no result"}
         return True
@@ -248,9 +172,8 @@ class Child:
 
 
 def gather(children: list[Child], on_done, launch=None) -> None:
-    """Wait for ``children``; ``on_done(child)`` as each ends (one past its deadline is killed
-    first). ``launch(block)`` starts another Child or returns None; it is called until it
-    returns None, at the start and after each end, with ``block`` true when nothing runs."""
+    """Wait for ``children``, ``on_done(child)`` as each ends (killed past its deadline). ``launch(block)`` starts
+    another Child or returns None; called until None, at first and after each end, ``block`` when none runs."""
     running = {c.fd: c for c in children}
 
     def fill():
@@ -263,9 +186,8 @@ def gather(children: list[Child], on_done, launch=None) -> None:
         wait = min(1.0, max(0.0, min(deadlines) - time.monotonic())) if deadlines else 1.0
         ready, _, _ = select.select(list(running), [], [], wait)
         finished = [running.pop(fd) for fd in ready if running[fd].feed()]
-        now = time.monotonic()
         for fd, child in list(running.items()):
-            if child.deadline and now > child.deadline:
+            if child.deadline and time.monotonic() > child.deadline:
                 child.kill()
                 finished.append(running.pop(fd))
         for child in finished:
@@ -273,43 +195,39 @@ def gather(children: list[Child], on_done, launch=None) -> None:
         fill()
 
 
+def _timed_out(timeout: float) -> dict:
+    return {"ok": False, "error": f"timed out after {timeout:.0f} s", "timeout": True}
+
+
+def _mutant_result(mutant: Mutant, namespace: dict) -> dict:
+    result = execute(mutant.source, namespace, f"<mutant {mutant.fence} #{mutant.number}>")
+    result["state"] = global_state() if result["ok"] else {}
+    del result["stdout"]  # only the real fence's output is read (for the skip marker)
+    return result
+
+
 def run_mutants(mutants: list[Mutant], namespace: dict, slots, timeout: float) -> dict[int, dict]:
     """Run each mutant in a process forked from this one; its raw result by mutant number."""
     pending = list(mutants)
     results: dict[int, dict] = {}
 
-    def work_for(mutant):
-        def work():
-            before = time.perf_counter()
-            result = execute(mutant.source, namespace, f"<mutant {mutant.fence} #{mutant.number}>")
-            result["state"] = global_state() if result["ok"] else {}
-            result["seconds"] = time.perf_counter() - before
-            del result["stdout"]  # only the real fence's output is read (for the skip marker)
-            return result
-        return work
-
     def launch(block):
         if not pending or not slots.acquire(block):
             return None
         mutant = pending.pop(0)
-        return Child(work_for(mutant), timeout, tag=mutant)
+        return Child(lambda: _mutant_result(mutant, namespace), timeout, tag=mutant)
 
     def done(child):
         slots.release()
-        result = dict(child.result or {})
-        if child.timed_out:
-            result = {"ok": False, "error": f"timed out after {timeout:.0f} s", "timeout": True}
-        results[child.tag.number] = result
+        results[child.tag.number] = _timed_out(timeout) if child.timed_out else dict(child.result)
 
     gather([], done, launch)
     return results
 
 
-#: Libraries whose thread pools do not survive a fork: once one is imported in a chapter,
-#: a child forked from the chapter's process inherits the pool's locks but not its
-#: threads, and hangs (or aborts) on its first call into the library. Seen here with
-#: jax 0.10.2: its CPU client starts 15 threads on first use. (torch's own threads,
-#: with one intra-op thread, fork safely: every other chapter forks.)
+#: Libraries whose thread pools do not survive a fork: once one is imported, a child forked
+#: from the chapter inherits the pool's locks but not its threads, and hangs on its first call
+#: into it (jax 0.10.2's CPU client starts 15 threads). torch's, with one thread, fork safely.
 FORK_UNSAFE = ("jax",)
 
 
@@ -320,8 +238,6 @@ def fork_safe() -> bool:
 def _isolated(namespace: dict) -> dict:
     """A copy of the chapter's namespace for one in-process mutant: data deep-copied (so an
     in-place change does not reach the real fence), what cannot be copied shared."""
-    import copy
-
     out, memo = {}, {}   # one memo: two names for one object stay one object
     for name, value in namespace.items():
         if name.startswith("__") or callable(value) or type(value).__name__ == "module":
@@ -334,51 +250,19 @@ def _isolated(namespace: dict) -> dict:
     return out
 
 
-@contextlib.contextmanager
-def _random_kept():
-    """torch's, NumPy's and Python's global random state as they were, after the block."""
+def run_mutants_here(mutants: list[Mutant], namespace: dict, slots, timeout: float
+                     ) -> dict[int, dict]:
+    """Run each mutant here, one at a time, where forking is not safe: on a copy of the namespace, the random states
+    and warning filters put back after it. One that changes another global setting is killed, and the later ones
+    are errors (rerun the chapter alone)."""
     import random
+    import warnings
 
     import numpy as np
     import torch
 
-    saved = torch.get_rng_state(), np.random.get_state(), random.getstate()
-    try:
-        yield
-    finally:
-        torch.set_rng_state(saved[0])
-        np.random.set_state(saved[1])
-        random.setstate(saved[2])
-
-
-class _Timeout(BaseException):
-    """Raised in the main thread when an in-process mutant runs out of time."""
-
-
-@contextlib.contextmanager
-def _deadline(seconds: float):
     def expire(signum, frame):
         raise _Timeout()
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def run_mutants_here(mutants: list[Mutant], namespace: dict, slots, timeout: float
-                     ) -> dict[int, dict]:
-    """Run each mutant in this process, one at a time: where forking is not safe.
-
-    Each runs on a copy of the namespace, with the random state put back after
-    it and warning filters restored; its global state is read as in a child. A
-    mutant that changes another global setting cannot be undone here: it is
-    killed, and the fence's later mutants are errors (rerun the chapter alone).
-    """
-    import warnings
 
     results: dict[int, dict] = {}
     before = global_state()
@@ -388,16 +272,20 @@ def run_mutants_here(mutants: list[Mutant], namespace: dict, slots, timeout: flo
             results[mutant.number] = {"crash": f"not run: mutant #{tainted} changed a global "
                                       "setting in a process that cannot fork"}
             continue
-        with slots, _random_kept(), warnings.catch_warnings():
+        saved = torch.get_rng_state(), np.random.get_state(), random.getstate()
+        with slots, warnings.catch_warnings():
+            previous = signal.signal(signal.SIGALRM, expire)
+            signal.setitimer(signal.ITIMER_REAL, timeout)
             try:
-                with _deadline(timeout):
-                    result = execute(mutant.source, _isolated(namespace),
-                                     f"<mutant {mutant.fence} #{mutant.number}>")
+                result = _mutant_result(mutant, _isolated(namespace))
             except _Timeout:
-                result = {"ok": False, "error": f"timed out after {timeout:.0f} s",
-                          "timeout": True}
-            result["state"] = global_state() if result["ok"] else {}
-            result.pop("stdout", None)
+                result = _timed_out(timeout)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+        torch.set_rng_state(saved[0])
+        np.random.set_state(saved[1])
+        random.setstate(saved[2])
         if global_state() != before:
             tainted = str(mutant.number)
             result = {"ok": False, "error": "global state differs: the mutant changed a "
@@ -430,8 +318,7 @@ def classify(mutant: Mutant, result: dict, original: dict, state_after: dict) ->
         changed = sorted(k for k in state_after if result["state"].get(k) != state_after[k])
         mutant.outcome, mutant.detail = "killed", "global state differs: " + ", ".join(changed)
     elif not set(range(mutant.statement[0], mutant.statement[1] + 1)) & set(original["lines"]):
-        # the changed statement never ran (a branch for another build or release): the
-        # mutant could not fail here, which says nothing about the fence
+        # the changed statement never ran (a branch for another build or release)
         mutant.outcome = "not-reached"
         mutant.detail = "the changed statement did not run in this run of the fence"
     else:
@@ -439,17 +326,10 @@ def classify(mutant: Mutant, result: dict, original: dict, state_after: dict) ->
 
 
 def run_chapter(path: Path, slots, timeout: float, fences_wanted: set[str] | None = None,
-                root: Path = ROOT, environment: str = "", previous: dict | None = None) -> dict:
-    """Execute a chapter cell by cell, forking each fence's mutants just before it runs.
-
-    With an ``environment`` key, a fence whose key (``mutate_reuse.fence_key``)
-    matches its entry in ``previous`` takes its recorded outcomes instead of
-    running its mutants, and execution stops after the last fence that runs.
-
-    Returns the chapter's record: its mutants (with outcomes), fences, and
-    cells that failed.
-    """
-    name, cells = read_chapter(path, root)
+                environment: str = "", previous: dict | None = None) -> dict:
+    """Execute a chapter cell by cell, forking each fence's mutants just before it runs: its record. A fence whose key
+    matches its entry in ``previous`` takes the recorded outcomes; execution stops after the last fence that runs."""
+    name, cells = read_chapter(path)
     os.chdir(Path(path).resolve().parent)
     namespace = {"__name__": "__main__"}
     record = {"chapter": name, "fences": [], "mutants": [], "errors": [], "in_process": [],
@@ -465,21 +345,22 @@ def run_chapter(path: Path, slots, timeout: float, fences_wanted: set[str] | Non
                 reuse[cell.index] = entry
     last = max((i for i in made if i not in reuse), default=-1)
     for cell, key in zip(cells, keys):
-        wanted = cell.index in made
-        if cell.index in reuse:
-            entry, mutants = reuse[cell.index], made[cell.index]
-            mutate_reuse.apply(entry, mutants)
-            record["mutants"].extend(m.record() for m in mutants)
+        entry = reuse.get(cell.index)
+        if entry:
+            mutate_reuse.apply(entry, made[cell.index])
+            record["mutants"].extend(m.record() for m in made[cell.index])
             record["fences"].append({**entry, "reused": True})
             record["reused"] += 1
-            if cell.index > last:
-                continue
         if cell.index > last:
             continue   # no mutant runs after the last fence that is not reused
-        mutants = made.get(cell.index, []) if cell.index not in reuse else []
-        if wanted and not parses(cell.source):
-            record["errors"].append(f"{name}:{cell.line} fence {cell.fence} is not plain "
-                                    "Python (a magic?): it cannot be mutated")
+        wanted = cell.index in made and not entry
+        mutants = made[cell.index] if wanted else []
+        if cell.index in made:
+            try:
+                ast.parse(cell.source)
+            except SyntaxError:
+                record["errors"].append(f"{name}:{cell.line} fence {cell.fence} is not plain Python (a magic?): "
+                                        "it cannot be mutated")
         started = time.perf_counter()
         runner = run_mutants if fork_safe() else run_mutants_here
         if mutants and runner is run_mutants_here:
@@ -495,7 +376,7 @@ def run_chapter(path: Path, slots, timeout: float, fences_wanted: set[str] | Non
         for mutant in mutants:
             classify(mutant, results.get(mutant.number, {"crash": "no result"}), original, state_after)
             record["mutants"].append(mutant.record())
-        if wanted and cell.index not in reuse:
+        if wanted:
             fence = {"fence": cell.fence, "chapter": name, "line": cell.line,
                      "has_id": cell.has_id, "mutants": len(mutants),
                      "seconds": round(original["seconds"], 3),
@@ -512,18 +393,10 @@ def run_chapter(path: Path, slots, timeout: float, fences_wanted: set[str] | Non
     return record
 
 
-#: The functions whose code decides a mutant's outcome: part of every fence's reuse key.
 def deciding() -> list:
-    return [execute, _lines_run, run_mutants, run_mutants_here, _isolated, _random_kept,
-            classify, run_chapter, prepare_root, fork_safe, global_state]
-
-
-def parses(source: str) -> bool:
-    try:
-        ast.parse(source)
-    except SyntaxError:
-        return False
-    return True
+    """The functions whose code decides a mutant's outcome: part of every fence's reuse key."""
+    return [execute, _mutant_result, run_mutants, run_mutants_here, _isolated, classify,
+            run_chapter, prepare_root, fork_safe, global_state]
 
 
 def prepare_root() -> None:
@@ -531,8 +404,6 @@ def prepare_root() -> None:
     os.environ.setdefault("MPLBACKEND", "Agg")
     import torch
 
-    # Forked children must not inherit a started OpenMP pool (they hang on it), and the
-    # cores are used by parallel mutants instead: one intra-op thread everywhere.
     torch.set_num_threads(1)
     with contextlib.suppress(RuntimeError):
         torch.set_num_interop_threads(1)
@@ -541,30 +412,20 @@ def prepare_root() -> None:
     import numpy  # noqa: F401
     from hypothesis import Phase, settings
 
-    # A failing example kills the mutant; shrinking it only costs time.
-    settings.register_profile("tensor-fences-mutate", phases=[Phase.explicit, Phase.reuse,
-                                                             Phase.generate],
+    settings.register_profile("tensor-fences-mutate", phases=[Phase.explicit, Phase.reuse, Phase.generate],
                               report_multiple_bugs=False)
     settings.load_profile("tensor-fences-mutate")
     import fences  # noqa: F401
 
 
-
 def run_book(paths: list[Path], jobs: int, timeout: float, fences_wanted=None,
-             root: Path = ROOT, progress=print, environment: str = "",
-             previous: dict | None = None) -> list[dict]:
+             environment: str = "", previous: dict | None = None) -> list[dict]:
     """Every chapter in its own forked process, at most ``jobs`` busy processes in all."""
     import multiprocessing
 
     prepare_root()
     slots = multiprocessing.get_context("fork").BoundedSemaphore(jobs)
     records = {}
-
-    def chapter_work(path):
-        return lambda: run_chapter(path, slots, timeout, fences_wanted, root, environment,
-                                   previous)
-
-    children = [Child(chapter_work(p), None, tag=p, quiet=True) for p in paths]
 
     def done(child):
         rec = child.result
@@ -574,23 +435,16 @@ def run_book(paths: list[Path], jobs: int, timeout: float, fences_wanted=None,
         records[child.tag] = rec
         c = tally(rec)
         reused = rec.get("reused", 0)
-        progress(f"mutate: {rec['chapter']}: {c['killed']} of {c['total']} mutants killed, "
-                 f"{c['survived']} survived, {c['not_executed'] + c['not_reached']} did not run"
-                 + (f", {len(rec['errors'])} error(s)" if rec["errors"] else "")
-                 + (f"; {reused} of {c['fences']} fences reused" if reused else "")
-                 + (f"; {len(rec.get('in_process', []))} fence(s) run in-process (the chapter "
-                    f"imported {', '.join(FORK_UNSAFE)})" if rec.get("in_process") else ""))
+        print(f"mutate: {rec['chapter']}: {c['killed']} of {c['total']} mutants killed, "
+              f"{c['survived']} survived, {c['not_executed'] + c['not_reached']} did not run"
+              + (f", {len(rec['errors'])} error(s)" if rec["errors"] else "")
+              + (f"; {reused} of {c['fences']} fences reused" if reused else "")
+              + (f"; {len(rec.get('in_process', []))} fence(s) run in-process (the chapter "
+                 f"imported {', '.join(FORK_UNSAFE)})" if rec.get("in_process") else ""))
 
-    gather(children, done)
+    gather([Child(lambda p=p: run_chapter(p, slots, timeout, fences_wanted, environment, previous),
+                  tag=p) for p in paths], done)
     return [records[p] for p in paths]
-
-
-# ---------------------------------------------------------------------------
-# The allowlist and the verdict
-
-
-def _norm(text: str) -> str:
-    return " ".join(str(text).split())
 
 
 #: The fewest words a reason can say why a mutant cannot change the outcome in.
@@ -600,13 +454,19 @@ PLACEHOLDER = re.compile(r"\b(?:todo|fixme|tbd|tbc|xxx+|placeholder|lorem|ipsum|
                          r"to be (?:written|done|decided))\b|\?\?\?", re.I)
 #: The reason the report prints in the entry to paste (a reason not yet written).
 TEMPLATE = "why this mutant cannot change the outcome"
+#: Why a survivor is justified: ``equivalent`` on every release; ``release``: killed on another release (shown apart);
+#: ``timeout``: its hang is the fence failing; ``unmeasured``: a fence (or pattern, ``*-ex-*``) with nothing the
+#: operators change or none of whose changed statements ran, the reason saying what else proves it can fail.
+KINDS = ("equivalent", "release", "timeout", "unmeasured")
+
+
+def _norm(text: str) -> str:
+    return " ".join(str(text).split())
 
 
 def reason_problem(reason: str) -> str | None:
-    """What is wrong with an allowlist reason that says nothing, or None: a placeholder
-    word (TODO, FIXME, tbd, xxx...), the report's template text, or under
-    ``REASON_WORDS`` words."""
-    text = " ".join(reason.split())
+    """What is wrong with a reason that says nothing (a placeholder, the template, too few words), or None."""
+    text = _norm(reason)
     found = PLACEHOLDER.search(text)
     if found:
         return f"{text!r} is a placeholder ({found.group(0)!r}): say why the mutant cannot change the outcome"
@@ -620,14 +480,8 @@ def reason_problem(reason: str) -> str | None:
 
 
 def load_allowlist(path: Path) -> list[dict]:
-    """The justified survivors: a YAML list of {fence, reason, and mutated or operator}.
-
-    Each entry names the fence and why the mutant cannot change the outcome
-    (``reason``), and identifies the mutant by ``mutated`` (the mutated
-    line as the report prints it), optionally ``original`` (the line
-    before), or by ``operator`` alone for every survivor of that operator
-    in the fence.
-    """
+    """The justified survivors: a YAML list of {fence, reason, kind} and the mutant: ``mutated`` (the line as the
+    report prints it; optionally ``original``) or ``operator`` (every survivor of it)."""
     import yaml
 
     path = Path(path)
@@ -644,15 +498,15 @@ def load_allowlist(path: Path) -> list[dict]:
         where = f"{path.name} entry {n}"
         if not isinstance(entry, dict):
             raise ValueError(f"{where}: expected a mapping")
-        unknown = set(entry) - allowed
-        if unknown:
-            raise ValueError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+        if set(entry) - allowed:
+            raise ValueError(f"{where}: unknown key(s) {sorted(set(entry) - allowed)}; "
+                             f"allowed: {sorted(allowed)}")
         if not entry.get("fence") or not str(entry.get("reason", "")).strip():
             raise ValueError(f"{where}: needs `fence` and a `reason`")
         if entry.setdefault("kind", "equivalent") not in KINDS:
             raise ValueError(f"{where}: kind {entry['kind']!r}; one of {', '.join(KINDS)}")
-        if entry.get("kind") == "unmeasured":
-            if "mutated" in entry or "operator" in entry or "original" in entry:
+        if entry["kind"] == "unmeasured":
+            if {"mutated", "operator", "original"} & set(entry):
                 raise ValueError(f"{where}: kind unmeasured names a fence (or a pattern "
                                  "such as '*-ex-*'), not a mutant")
         elif "mutated" not in entry and "operator" not in entry:
@@ -663,42 +517,20 @@ def load_allowlist(path: Path) -> list[dict]:
     return entries
 
 
-#: Why a survivor is justified. ``equivalent``: it cannot change the outcome on any
-#: release the book is verified on. ``release``: it survives on this release only and
-#: is killed on another, where torch behaves differently (a raise check accepting the
-#: class each release raises, which the fence records): not equivalent, and shown apart.
-#: ``timeout``: a mutant that runs out of time (never counted as killed) is expected to:
-#: the reason says why its hang is the fence failing. ``unmeasured``: a fence (``fence``
-#: may be a pattern, ``*-ex-*``) with nothing the operators change, or none of whose
-#: changed statements ran here; the reason says what else proves it can fail.
-KINDS = ("equivalent", "release", "timeout", "unmeasured")
-
-
 def matches(entry: dict, mutant: dict) -> bool:
-    if entry.get("kind") == "unmeasured" or entry["fence"] != mutant["fence"]:
-        return False
-    if "operator" in entry and entry["operator"] != mutant["operator"]:
-        return False
-    if "mutated" in entry and _norm(entry["mutated"]) != _norm(mutant["mutated"]):
-        return False
-    if "original" in entry and _norm(entry["original"]) != _norm(mutant["original"]):
-        return False
-    return True
+    return entry.get("kind") != "unmeasured" and entry["fence"] == mutant["fence"] and \
+        entry.get("operator", mutant["operator"]) == mutant["operator"] and all(
+            _norm(entry[k]) == _norm(mutant[k]) for k in ("mutated", "original") if k in entry)
 
 
 def judge(records: list[dict], allowlist: list[dict], whole_book: bool = False) -> dict:
-    """Mark justified survivors; return open survivors, stale entries and errors.
-
-    An entry is stale when it justifies no survivor of a fence that ran; on the
-    whole book, an entry naming a fence that no longer exists is stale too.
-    """
+    """Mark justified survivors; return open survivors, stale entries and errors. An entry is stale when it justifies
+    no survivor of a fence that ran (on the whole book, also when its fence no longer exists)."""
     mutants = [m for rec in records for m in rec["mutants"]]
     fences_run = {f["fence"] for rec in records for f in rec["fences"]}
     used = [False] * len(allowlist)
     survivors, timeouts, unmeasured = [], [], []
-    for m in mutants:
-        if m["outcome"] not in ("survived", "timeout"):
-            continue
+    for m in (m for m in mutants if m["outcome"] in ("survived", "timeout")):
         timeout = m["outcome"] == "timeout"
         for i, entry in enumerate(allowlist):
             if (entry.get("kind") == "timeout") == timeout and matches(entry, m):
@@ -710,7 +542,8 @@ def judge(records: list[dict], allowlist: list[dict], whole_book: bool = False) 
             (timeouts if timeout else survivors).append(m)
     for rec in records:
         for f in rec["fences"]:
-            if not _unmeasured(f, rec["mutants"]):
+            why = _unmeasured(f, rec["mutants"])
+            if not why:
                 continue
             for i, entry in enumerate(allowlist):
                 if entry.get("kind") == "unmeasured" and fnmatch.fnmatchcase(f["fence"], entry["fence"]):
@@ -718,7 +551,7 @@ def judge(records: list[dict], allowlist: list[dict], whole_book: bool = False) 
                     break
             else:
                 unmeasured.append({"chapter": rec["chapter"], "line": f["line"],
-                                   "fence": f["fence"], "why": _unmeasured(f, rec["mutants"])})
+                                   "fence": f["fence"], "why": why})
 
     def ran(entry):
         if entry.get("kind") == "unmeasured":
@@ -734,8 +567,7 @@ def judge(records: list[dict], allowlist: list[dict], whole_book: bool = False) 
 
 
 def _unmeasured(fence: dict, mutants: list[dict]) -> str:
-    """Why a fence that ran is not measured ("" when it is): no mutant, or every mutant's
-    changed statement did not run (its asserts were not reached)."""
+    """Why a fence that ran is not measured ("" when it is): no mutant, or none of their statements ran."""
     if not fence.get("mutants"):
         return "nothing the operators change (no literal expectation, comparison or raise check)"
     own = [m for m in mutants if m["fence"] == fence["fence"] and m["chapter"] == fence.get(
@@ -750,9 +582,7 @@ NOT_RUN = ("not-executed", "not-reached")
 
 
 def tally(record: dict) -> dict:
-    """Counts of one chapter. ``total`` counts the mutants that ran (killed, survived,
-    justified, errors); ``not_executed`` those of fences gated on a missing device,
-    ``not_reached`` those whose changed statement did not run."""
+    """Counts of one chapter: ``total``, the mutants that ran; ``not_executed`` and ``not_reached``, the others."""
     c = {"fences": len(record["fences"]), "total": 0, "killed": 0, "survived": 0,
          "justified": 0, "errors": 0, "timeout": 0, "not_executed": 0, "not_reached": 0}
     for m in record["mutants"]:
@@ -762,18 +592,6 @@ def tally(record: dict) -> dict:
     return c
 
 
-def by_operator(records: list[dict]) -> dict:
-    out: dict[str, dict] = {}
-    for rec in records:
-        for m in rec["mutants"]:
-            if m["outcome"] in NOT_RUN:
-                continue
-            o = out.setdefault(m["operator"], {"total": 0, "killed": 0})
-            o["total"] += 1
-            o["killed"] += m["outcome"] == "killed"
-    return dict(sorted(out.items()))
-
-
 def summary(records: list[dict], verdict: dict, seconds: float, jobs: int) -> dict:
     """What mutate-results.json holds (rendered by fencecheck.mutation)."""
     import torch
@@ -781,6 +599,18 @@ def summary(records: list[dict], verdict: dict, seconds: float, jobs: int) -> di
     from fences import available, torch_build
 
     keep = ("chapter", "fence", "line", "operator", "original", "mutated")
+    mutants = [m for rec in records for m in rec["mutants"]]
+    fences = [{"chapter": rec["chapter"], **f} for rec in records for f in rec["fences"]]
+    operators: dict[str, dict] = {}
+    for m in sorted(mutants, key=lambda m: m["operator"]):
+        if m["outcome"] not in NOT_RUN:
+            o = operators.setdefault(m["operator"], {"total": 0, "killed": 0})
+            o["total"] += 1
+            o["killed"] += m["outcome"] == "killed"
+
+    def where(m, *more):
+        return {**{k: m[k] for k in keep}, **{k: m.get(k, "") for k in more}}
+
     return {
         "torch": torch.__version__,
         "build": torch_build(),
@@ -794,22 +624,17 @@ def summary(records: list[dict], verdict: dict, seconds: float, jobs: int) -> di
         # fences whose outcomes were taken from the last run (same key), not run again
         "reused": sum(rec.get("reused", 0) for rec in records),
         "in_process": [f"{rec['chapter']} {f}" for rec in records for f in rec.get("in_process", [])],
-        "fences": [{"chapter": rec["chapter"], **f} for rec in records for f in rec["fences"]],
-        "operators": by_operator(records),
-        "justified": [{**{k: m[k] for k in keep}, "reason": m["reason"], "kind": m["kind"]}
-                      for rec in records for m in rec["mutants"] if m["outcome"] == "justified"],
-        "survivors": [{k: m[k] for k in keep} for m in verdict["survivors"]],
-        "not_reached": [{k: m[k] for k in keep} for rec in records for m in rec["mutants"]
-                        if m["outcome"] == "not-reached"],
+        "fences": fences,
+        "operators": operators,
+        "justified": [where(m, "reason", "kind") for m in mutants if m["outcome"] == "justified"],
+        "survivors": [where(m) for m in verdict["survivors"]],
+        "not_reached": [where(m) for m in mutants if m["outcome"] == "not-reached"],
         # counted as run, never as killed; each fails the run unless justified (kind timeout)
-        "timeouts": [{**{k: m[k] for k in keep}, "reason": m.get("reason", "")}
-                     for rec in records for m in rec["mutants"] if m["outcome"] == "timeout"],
+        "timeouts": [where(m, "reason") for m in mutants if m["outcome"] == "timeout"],
         "stale": verdict["stale"],
         "errors": verdict["errors"],
-        "fences_without_id": [f"{rec['chapter']}:{f['line']}" for rec in records
-                              for f in rec["fences"] if not f["has_id"]],
-        # fences with nothing the operators change (e.g. only `assert torch.equal(a, b)`
-        # of two computed tensors): their sensitivity is not measured
+        "fences_without_id": [f"{f['chapter']}:{f['line']}" for f in fences if not f["has_id"]],
+        # fences with nothing the operators change: their sensitivity is not measured
         "unmeasured": [f"{rec['chapter']}:{f['line']} {f['fence']}" for rec in records
                        for f in rec["fences"] if _unmeasured(f, rec["mutants"])],
         # of those, the ones no allowlist entry (kind unmeasured) justifies: they fail the run
@@ -823,79 +648,63 @@ def _where(m: dict) -> str:
     return f"{m['chapter']}:{m['line']}  fence {m['fence']}  [{m['operator']}]"
 
 
-def _listing(out, header: str, lines: list[str]) -> None:
-    """A report section: a header line, then one indented line per item."""
-    out(header)
-    for line in lines:
-        out(f"  {line}")
-
-
 def survivor_text(m: dict) -> str:
     """A survivor as the report prints it: where, what changed, and an allowlist entry."""
     original = "\n".join("      - " + line for line in m["original"].splitlines())
     mutated = "\n".join("      + " + line for line in m["mutated"].splitlines())
     entry = (f"      allowlist entry:\n        - fence: {m['fence']}\n"
-             f"          mutated: {json.dumps(' '.join(m['mutated'].split()))}\n"
-             f"          reason: \"why this mutant cannot change the outcome\"")
+             f"          mutated: {json.dumps(_norm(m['mutated']))}\n"
+             f"          reason: \"{TEMPLATE}\"")
     return f"  {_where(m)}\n{original}\n{mutated}\n{entry}"
 
 
-def report(data: dict, verdict: dict, out=print) -> None:
+def report(data: dict, verdict: dict) -> None:
     """The scores per chapter, then what needs the reader: survivors, stale entries, errors."""
-    out("\n| chapter | fences | mutants run | killed | justified | survived | errors "
-        "| timed out | not executed | not reached | killed of run |")
-    out("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| chapter | fences | mutants run | killed | justified | survived | errors "
+          "| timed out | not executed | not reached | killed of run |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for c in data["chapters"]:
         score = f"{100 * c['score']:.0f}%" if c["score"] is not None else "-"
-        out(f"| {c['chapter']} | {c['fences']} | {c['total']} | {c['killed']} | {c['justified']} "
-            f"| {c['survived']} | {c['errors']} | {c.get('timeout', 0)} | {c['not_executed']} "
-            f"| {c['not_reached']} "
-            f"| {score} |")
-    if verdict["survivors"]:
-        out(f"\n{len(verdict['survivors'])} mutant(s) survived: the fence passes with the "
-            "expectation changed. Strengthen the fence, or justify the mutant in "
-            "mutate-allowlist.yml if it cannot change the outcome:")
-        for m in verdict["survivors"]:
-            out(survivor_text(m))
-    if verdict["stale"]:
-        _listing(out, f"\n{len(verdict['stale'])} stale allowlist entr(y/ies) match no surviving "
-                 "mutant (the fence changed, or the mutant is now killed): remove them",
-                 [json.dumps(e) for e in verdict["stale"]])
-    if verdict["errors"]:
-        _listing(out, f"\n{len(verdict['errors'])} error(s):", verdict["errors"])
-    if data["not_reached"]:
-        _listing(out, f"\nnote: {len(data['not_reached'])} mutant(s) changed a statement that "
-                 "did not run here (a branch for another build or release); counted apart, "
-                 "never killed:",
-                 [f"{_where(m)}  {' '.join(m['mutated'].split())}" for m in data["not_reached"]])
-    if verdict["timeouts"]:
-        _listing(out, f"\n{len(verdict['timeouts'])} mutant(s) timed out: counted as run, not "
-                 "as killed (a forked process can hang on a library's threads whatever the "
-                 "fence expects). Make the fence fail instead of hanging, or justify the "
-                 "timeout in mutate-allowlist.yml with `kind: timeout`:",
-                 [f"{_where(m)}  {' '.join(m['mutated'].split())}" for m in verdict["timeouts"]])
-    if verdict["unmeasured"]:
-        _listing(out, f"\n{len(verdict['unmeasured'])} fence(s) are not measured: give them an "
-                 "expectation the operators change, or justify them in mutate-allowlist.yml "
-                 "with `kind: unmeasured` and what else proves they can fail:",
-                 [f"{u['chapter']}:{u['line']} {u['fence']}: {u['why']}"
-                  for u in verdict["unmeasured"]])
+        print(f"| {c['chapter']} | {c['fences']} | {c['total']} | {c['killed']} | {c['justified']} "
+              f"| {c['survived']} | {c['errors']} | {c.get('timeout', 0)} | {c['not_executed']} "
+              f"| {c['not_reached']} | {score} |")
+    changed = lambda m: f"  {_where(m)}  {_norm(m['mutated'])}"  # noqa: E731
+    for items, header, line in [
+        (verdict["survivors"], "{n} mutant(s) survived: the fence passes with the expectation "
+         "changed. Strengthen the fence, or justify the mutant in mutate-allowlist.yml if it "
+         "cannot change the outcome:", survivor_text),
+        (verdict["stale"], "{n} stale allowlist entr(y/ies) match no surviving mutant (the fence "
+         "changed, or the mutant is now killed): remove them", lambda e: f"  {json.dumps(e)}"),
+        (verdict["errors"], "{n} error(s):", lambda e: f"  {e}"),
+        (data["not_reached"], "note: {n} mutant(s) changed a statement that did not run here (a "
+         "branch for another build or release); counted apart, never killed:", changed),
+        (verdict["timeouts"], "{n} mutant(s) timed out: counted as run, not as killed (a forked "
+         "process can hang on a library's threads whatever the fence expects). Make the fence "
+         "fail instead of hanging, or justify the timeout in mutate-allowlist.yml with "
+         "`kind: timeout`:", changed),
+        (verdict["unmeasured"], "{n} fence(s) are not measured: give them an expectation the "
+         "operators change, or justify them in mutate-allowlist.yml with `kind: unmeasured` and "
+         "what else proves they can fail:", lambda u: f"  {u['chapter']}:{u['line']} {u['fence']}: {u['why']}"),
+    ]:
+        if items:
+            print("\n" + header.format(n=len(items)))
+            for item in items:
+                print(line(item))
     if data["fences_without_id"]:
-        out(f"\nnote: {len(data['fences_without_id'])} fence(s) have no fence-id; they are named "
-            "<chapter>-cell-<index> here, which is not stable for the allowlist")
-    mutants = sum(c["total"] + c["not_executed"] + c["not_reached"] for c in data["chapters"])
+        print(f"\nnote: {len(data['fences_without_id'])} fence(s) have no fence-id; they are named "
+              "<chapter>-cell-<index> here, which is not stable for the allowlist")
     if data.get("in_process"):
-        out(f"\nnote: {len(data['in_process'])} fence(s) ran their mutants in the chapter's own "
-            "process, one at a time, on a copy of its data: the chapter had imported a library "
-            "whose threads do not survive a fork (JAX); a forked child hangs on its first call "
-            "into it")
-    fences_run = sum(c['fences'] for c in data['chapters'])
+        print(f"\nnote: {len(data['in_process'])} fence(s) ran their mutants in the chapter's own "
+              "process, one at a time, on a copy of its data: the chapter had imported a library "
+              "whose threads do not survive a fork (JAX); a forked child hangs on its first call "
+              "into it")
+    mutants = sum(c["total"] + c["not_executed"] + c["not_reached"] for c in data["chapters"])
     reused = (f" ({data['reused']} fences' outcomes reused from the last run: their code, the "
               "cells before them, torch, the packages and the tool are unchanged; --fresh runs "
               "them)" if data.get("reused") else "")
-    out(f"\nmutate: {mutants} mutants of {fences_run} fences{reused} "
-        f"in {data['seconds']} s on {data['jobs']} job(s)"
-        + (f" ({data['cpu_seconds']} s of CPU)" if "cpu_seconds" in data else ""))
+    print(f"\nmutate: {mutants} mutants of {sum(c['fences'] for c in data['chapters'])} fences"
+          f"{reused} in {data['seconds']} s on {data['jobs']} job(s)"
+          + (f" ({data['cpu_seconds']} s of CPU)" if "cpu_seconds" in data else ""))
 
 
 def main(argv: list[str]) -> int:
@@ -917,27 +726,27 @@ def main(argv: list[str]) -> int:
 
     from fencecheck.chapter import header_problems, toc_files
 
+    def fail(message: str) -> int:
+        print(f"mutate: {message}", file=sys.stderr)
+        return 2
+
     whole_book = not args.chapters and not args.fence
     paths = args.chapters or [p for p in toc_files(ROOT) if p.exists()
                               and not header_problems(p.read_text(encoding="utf-8"))]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
-        print(f"mutate: no such chapter: {', '.join(missing)}", file=sys.stderr)
-        return 2
+        return fail(f"no such chapter: {', '.join(missing)}")
     paths = [p.resolve() for p in paths]
     try:
         allowlist = load_allowlist(args.allowlist)
     except ValueError as exc:
-        print(f"mutate: {exc}", file=sys.stderr)
-        return 2
+        return fail(str(exc))
     wanted = set(args.fence) if args.fence else None
     if wanted:
-        known = {c.fence for p in paths for c in read_chapter(p)[1] if c.fence}
-        unknown = sorted(wanted - known)
+        unknown = sorted(wanted - {c.fence for p in paths for c in read_chapter(p)[1]})
         if unknown:
-            print(f"mutate: no fence {', '.join(unknown)} in "
-                  f"{', '.join(str(p) for p in args.chapters) or 'the book'}", file=sys.stderr)
-            return 2
+            return fail(f"no fence {', '.join(unknown)} in "
+                        f"{', '.join(str(p) for p in args.chapters) or 'the book'}")
     if args.list:
         for path in paths:
             name, cells = read_chapter(path)
@@ -954,10 +763,8 @@ def main(argv: list[str]) -> int:
     try:
         previous = {} if args.fresh else mutate_reuse.stored(target or RESULTS)
     except ValueError as exc:  # fencecheck.record.BadFile: named, with how to regenerate it
-        print(f"mutate: {exc}", file=sys.stderr)
-        return 2
-    records = run_book(paths, args.jobs, args.timeout, wanted, environment=environment,
-                       previous=previous)
+        return fail(str(exc))
+    records = run_book(paths, args.jobs, args.timeout, wanted, environment, previous)
     verdict = judge(records, allowlist, whole_book)
     data = summary(records, verdict, time.perf_counter() - start, args.jobs)
     used = resource.getrusage(resource.RUSAGE_CHILDREN)  # every chapter and mutant process
