@@ -3,20 +3,11 @@
     nox -s "torch(2.8.0)" --install-only            make (or check) one release's environment
     nox -s "torch(2.8.0)" -- python -m pytest ...   and run a command in it (tools/matrix.py)
 
-The sessions are fencecheck/releases.py's list, then *newest* (the newest torch on PyPI)
-and *nightly* (the newest nightly CPU build, upgraded on each install). Each gets its torch,
-pinned exactly, and the suite's dependencies, pyproject.toml's ``test`` extra (which names
-``book``; its ``torch>=2.8`` is left to the pin); the project itself is not installed (the
-matrix runs this clone's, PYTHONPATH). The environments live under $TF_VENVS (default
-~/.cache/tensor-fences/nox), outside any clone, so the clones of a machine share them, and
-one that exists is reused (uv only checks it). uv installs them all from one cache,
-$TF_UV_CACHE (default ~/.cache/tensor-fences/uv), hard-linking each unpacked wheel: the
-``nvidia-*`` wheels the CUDA builds share are on disk once.
-
-uv reads no pip configuration: PIP_FIND_LINKS (folders or pages of links) is passed on as
-``--find-links`` unless UV_FIND_LINKS is set; without either, a release that is not on PyPI
-uses its own (the CPU build: PyTorch's page). A pip cap on torch (PIP_CONSTRAINT) is not
-passed on: each torch is pinned here.
+Sessions: fencecheck/releases.py's list, *newest* (PyPI's) and *nightly*; each pins its torch and
+installs pyproject.toml's ``test`` extra, not the project (the matrix runs this clone's). They live
+under $TF_VENVS, outside any clone, and uv hard-links their wheels from one cache, $TF_UV_CACHE.
+uv reads no pip configuration: PIP_FIND_LINKS is passed on (unless UV_FIND_LINKS is set); a pip
+cap on torch (PIP_CONSTRAINT) is not.
 """
 from __future__ import annotations
 

@@ -1,21 +1,12 @@
-"""The torch releases the matrix verifies on: the one list, as plain data.
+"""The torch releases the matrix verifies on: the one list, as plain data (imports nothing).
 
-``tools/matrix.py`` runs each entry, in its session of ``noxfile.py`` (what to install);
-``fencecheck.record`` reads the names to refuse a results file for a release the
-matrix does not run. Neither imports the other: both read this module, which
-imports nothing.
-
-Each entry: (name, pip requirement, why, find_links). Every minor release since
-2.8, at its latest patch. The matrix also runs *newest*, the newest torch on
-PyPI, resolved when it runs: a results file for a release newer than every
-listed one is that run's (``NEWER_ALLOWED``), one older than the oldest or between
-listed releases is not in the matrix and is refused.
+``tools/matrix.py`` and ``noxfile.py`` run each entry, (name, pip requirement, why, find_links);
+``fencecheck.record`` refuses a results file for a release not listed (or newer than all: *newest*'s).
 """
 from __future__ import annotations
 
-#: The reference torch: the one home of this fact. `make test` and `make book` install
-#: ``torch==REFERENCE`` (the Makefile reads it from here); the matrix runs its CPU build
-#: (the entry below). tests/test_one_home.py refuses a second copy.
+#: The reference torch, its one home (tests/test_one_home.py): `make test` and `make book`
+#: install ``torch==REFERENCE``; the matrix runs its CPU build (the entry below).
 REFERENCE = "2.13.0"
 
 RELEASES: tuple[tuple[str, str, str, str], ...] = (

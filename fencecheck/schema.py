@@ -1,37 +1,28 @@
-"""The JSON Schema of a results file (``results/<release>.json``), one for every reader.
-
-``fencecheck.record.load`` validates each file against ``RESULTS`` (with
-``jsonschema``), so the site build, the matrix, ``matrix.py --check`` and the
-change report refuse the same files the same way; ``record.problems`` adds the
-checks a schema cannot state (across fields and files). What each field means:
-``fencecheck.record``'s docstring. ``python -m fencecheck.schema`` prints it.
+"""The JSON Schema of a results file (``results/<release>.json``), which ``fencecheck.record.load``
+validates each file against (``record.problems`` adds what a schema cannot state); docs/matrix.md
+says what each field means. ``python -m fencecheck.schema`` prints it.
 """
 from __future__ import annotations
 
 import json
 
 _TEXT = {"type": "string"}
-_NAME = "^[A-Za-z0-9_.\\-]+$"      # fences.observe's value names
+#: fences.observe's values (name -> value) and their labels (name -> words)
+_NAMED = {"type": "object", "propertyNames": {"pattern": "^[A-Za-z0-9_.\\-]+$"}, "additionalProperties": _TEXT}
 
 FENCE = {
     "type": "object",
-    "required": ["id", "chapter", "cell", "code", "outcome", "reason", "details", "proves",
-                 "observed", "labels"],
+    "required": ["id", "chapter", "cell", "code", "outcome", "reason", "details", "proves", "observed", "labels"],
     "additionalProperties": False,
     "properties": {
         # lower-case ASCII words joined by "-" (the lint's rule for a fence-id)
         "id": {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$"},
         "chapter": {"type": "string", "pattern": "\\.md$"},
-        "cell": {"type": "integer", "minimum": 0},
-        "code": {"type": "string", "minLength": 1},
+        "cell": {"type": "integer", "minimum": 0},           # its index among the chapter's code cells
+        "code": {"type": "string", "minLength": 1},          # record.code_hash of its source
         "outcome": {"enum": ["passed", "failed", "skipped"]},
-        "reason": _TEXT,
-        "details": _TEXT,
-        "proves": _TEXT,
-        "observed": {"type": "object", "propertyNames": {"pattern": _NAME},
-                     "additionalProperties": _TEXT},
-        "labels": {"type": "object", "propertyNames": {"pattern": _NAME},
-                   "additionalProperties": _TEXT},
+        "reason": _TEXT, "details": _TEXT, "proves": _TEXT,
+        "observed": _NAMED, "labels": _NAMED,
         # the messages its raises/warns blocks caught, in full (fences.parse_raised)
         "raised": {"type": "array", "items": {
             "type": "object", "required": ["class", "message"], "additionalProperties": False,
@@ -63,14 +54,14 @@ RESULTS = {
         "cuda": {"type": ["string", "null"]},
         "gpu": {"type": ["string", "null"]},          # the device name; null: no GPU ran
         "numpy": _TEXT, "python": _TEXT, "platform": _TEXT,
-        "commit": {"type": ["string", "null"]},
+        "commit": {"type": ["string", "null"]},       # the last commit that changed record.BOOK_PATHS
         "dirty": {"type": ["boolean", "null"]},
         "date": {"type": "string", "pattern": "^\\d{4}-\\d{2}-\\d{2}$"},
         "exitstatus": {"type": "integer"},
         "error": _TEXT,                               # why the install failed
         "fences": {"type": "array", "items": FENCE},
         "errors": {"type": "array", "items": ERROR},
-        "chapters": {"type": "object", "propertyNames": {"pattern": "\\.md$"},
+        "chapters": {"type": "object", "propertyNames": {"pattern": "\\.md$"},   # -> record.chapter_digest
                      "additionalProperties": _TEXT},
     },
 }

@@ -1,14 +1,7 @@
-"""HTML for the "Verified on" page, from the record (``fencecheck.record``).
+"""HTML for the "Verified on" page and the errors page, from the record (``fencecheck.record``).
 
-The page (book/verified.md) places each part with the ``{record}``
-directive of ``fencecheck.sphinx``; each function here returns one part as an
-HTML string. ``url`` arguments map a chapter path ("book/views.md") to its
-page's address relative to the Verified-on page.
-
-The parts are written for a maintainer in a hurry: counts of fences, not of
-cells; behaviours in words, with the release that changed them; the full
-grid last and collapsed. Wide tables scroll inside a ``tf-scroll`` box, so
-the page itself never scrolls sideways at 390 px.
+Each function returns one part, placed by ``fencecheck.sphinx``'s ``{record}`` directive; a ``url``
+maps a chapter path ("book/views.md") to its page's address relative to the page.
 """
 from __future__ import annotations
 
@@ -30,21 +23,15 @@ def esc(text) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _scroll(table: str) -> str:
-    return f'<div class="tf-scroll">{table}</div>'
-
-
 def _table(head: list[str], rows: list[list[str]], css: str = "tf-table") -> str:
-    """A table whose cells carry their column's name (``data-label``): under 600 px the
-    CSS stacks each row into a card that names every value, instead of scrolling."""
-    th = "".join(f"<th>{h}</th>" for h in head)
+    """A table whose cells carry their column's name (``data-label``): the CSS stacks a row into a card
+    under 600 px."""
     body = []
     for cells in rows:
-        tds = []
-        for name, cell in zip(head, cells):
-            attrs, text = cell if isinstance(cell, tuple) else ("", cell)
-            tds.append(f'<td data-label="{esc(name)}"{attrs}>{text}</td>')
-        body.append(f"<tr>{''.join(tds)}</tr>")
+        pairs = zip(head, (cell if isinstance(cell, tuple) else ("", cell) for cell in cells))
+        tds = "".join(f'<td data-label="{esc(name)}"{attrs}>{text}</td>' for name, (attrs, text) in pairs)
+        body.append(f"<tr>{tds}</tr>")
+    th = "".join(f"<th>{h}</th>" for h in head)
     return f'<table class="{css} tf-stack"><thead><tr>{th}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
@@ -62,27 +49,25 @@ def provenance_html(runs: list[dict], stale: list[tuple[dict, list[str]]]) -> st
                 '"not yet in the record" until then.</p>')
     parts = []
     if runs:
-        commits = sorted({(r.get("commit") or "unknown")[:12] + (" (with uncommitted changes)"
-                                                                   if r.get("dirty") else "")
-                          for r in runs})
+        commits = sorted({(r.get("commit") or "unknown")[:12] + (" (with uncommitted changes)" if r.get("dirty")
+                                                                 else "") for r in runs})
         dates = sorted({r.get("date", "?") for r in runs})
-        span = f"{dates[0]} to {dates[-1]}" if len(dates) > 1 else dates[0]
-        parts.append(
-            f"<p>Current results for <b>{len(runs)}</b> releases "
-            f"({esc(', '.join(record.label(r) for r in runs))}), run on book commit "
-            f"{esc(', '.join(commits))}, dated {esc(span)}.</p>")
+        when = f"{dates[0]} to {dates[-1]}" if len(dates) > 1 else dates[0]
+        parts.append(f"<p>Current results for <b>{len(runs)}</b> releases "
+                     f"({esc(', '.join(record.label(r) for r in runs))}), run on book commit "
+                     f"{esc(', '.join(commits))}, dated {esc(when)}.</p>")
     groups: dict[tuple, list[dict]] = {}
     for run, why in stale:  # files stale for the same reasons share one note
         groups.setdefault(tuple(why), []).append(run)
     for why, group in groups.items():
         files = ", ".join(f"results/{run.get('file', record.label(run) + '.json')}" for run in group)
         commits = sorted({(run.get("commit") or "unknown")[:12] for run in group})
+        one = len(group) == 1
         parts.append(
             f'<div class="tf-stale"><b>Stale: {esc(files)}</b> (book commit {esc(", ".join(commits))}) '
-            f"{'does' if len(group) == 1 else 'do'} not describe the book as it is now: "
-            f"{esc('; '.join(why))}. What {'it holds' if len(group) == 1 else 'they hold'} of those "
-            f"chapters is not shown; <code>make matrix</code> regenerates "
-            f"{'it' if len(group) == 1 else 'them'}.</div>")
+            f"{'does' if one else 'do'} not describe the book as it is now: {esc('; '.join(why))}. "
+            f"What {'it holds' if one else 'they hold'} of those chapters is not shown; "
+            f"<code>make matrix</code> regenerates {'it' if one else 'them'}.</div>")
     return "".join(parts)
 
 
@@ -91,28 +76,22 @@ def summary_html(runs: list[dict], current: list[Fence]) -> str:
     if not runs:
         return ""
     errors = any(record.counts(r)["errors"] for r in runs)
-    rows = []
     ids = {f.id for f in current}
+    rows = []
     for run in runs:
         c = record.counts(run)
-        missing = len(ids - set(record.by_id(run)))
-        changed = len(run.get("stale_chapters", []))
+        missing, changed = len(ids - set(record.by_id(run))), len(run.get("stale_chapters", []))
         gaps = (f" ({changed} chapters changed since: their {missing} fences not counted)" if changed
                 else f" ({missing} fences not run)" if missing else "")
         css, status = ("tf-pass", "green") if record.ok(run) else ("tf-fail", "RED")
         title = run.get("error") or (f"{c['errors']} failures outside fences" if c["errors"] else "")
         gpu = f" · GPU: {esc(run['gpu'])}" if run.get("gpu") else " · no GPU"
-        rows.append(
-            [f"<b>{esc(record.label(run))}</b>", f"{esc(run.get('build', ''))}{gpu}",
-             str(c["passed"]), str(c["failed"]), str(c["skipped"])]
-            + ([str(c["errors"])] if errors else [])
-            + [(f' class="{css}" title="{esc(title)}"',
-                status + gaps)])
-    head = (["release", "build", "passed", "failed", "skipped"]
-            + (["errors outside fences"] if errors else []) + ["status"])
-    note = (f"<p>The book has <b>{len(current)}</b> fences; each row counts fences only "
-            "(setup cells and illustrations are not fences).</p>")
-    return note + _table(head, rows, "tf-table tf-summary")
+        rows.append([f"<b>{esc(record.label(run))}</b>", f"{esc(run.get('build', ''))}{gpu}",
+                     str(c["passed"]), str(c["failed"]), str(c["skipped"]), *([str(c["errors"])] if errors else []),
+                     (f' class="{css}" title="{esc(title)}"', status + gaps)])
+    head = ["release", "build", "passed", "failed", "skipped", *(["errors outside fences"] if errors else []), "status"]
+    return (f"<p>The book has <b>{len(current)}</b> fences; each row counts fences only "
+            "(setup cells and illustrations are not fences).</p>" + _table(head, rows, "tf-table tf-summary"))
 
 
 def never_run_html(never: list[tuple[Fence, str]], url: Url) -> str:
@@ -122,17 +101,15 @@ def never_run_html(never: list[tuple[Fence, str]], url: Url) -> str:
     groups: dict[str, list[Fence]] = {}
     for f, why in never:
         groups.setdefault(why, []).append(f)
-    out = [f'<p class="tf-note"><b>{len(never)} fences never ran on any release</b>; '
-           "they are not verified anywhere:</p><ul>"]
-    for why, fs in groups.items():
-        links = ", ".join(fence_link(f, url, f.id) for f in fs)
-        out.append(f"<li>{esc(why)}: {links}</li>")
-    return "".join(out) + "</ul>"
+    return (f'<p class="tf-note"><b>{len(never)} fences never ran on any release</b>; '
+            "they are not verified anywhere:</p><ul>"
+            + "".join(f"<li>{esc(why)}: {', '.join(fence_link(f, url, f.id) for f in fs)}</li>"
+                      for why, fs in groups.items()) + "</ul>")
 
 
 def bite_first(c: record.Change) -> tuple:
-    """What a user meets first: a change on upgrading (newest release first), then a
-    value that came and went, then a difference between builds; the book's order within."""
+    """What a user meets first: a change on upgrading (newest first), then one that came and went,
+    then a difference between builds."""
     if c.kind == "release":
         return (0, tuple(-int(n) for n in c.since.partition("+")[0].split(".")))
     return (1 if c.kind == "varies" else 2, ())
@@ -142,27 +119,22 @@ def changes_html(changes: list[record.Change], current: list[Fence], url: Url) -
     """One row per behaviour (a labelled value that differs), in words."""
     where = {f.id: f for f in current}
     rows = []
-    for c in sorted(changes, key=bite_first):
-        if not c.label:
-            continue
-        f = where[c.fence]
+    for c in sorted((c for c in changes if c.label), key=bite_first):
         if c.kind == "release":
-            what, since, by = f"{esc(record.words(c.old))} → {esc(record.words(c.new))}", \
-                esc(c.release()), "release"
+            what, since, by = f"{esc(record.words(c.old))} → {esc(record.words(c.new))}", esc(c.release()), "release"
         elif c.kind == "build":
             what = "; ".join(f"{esc(b)} build: {esc(record.words(v))}" for b, v in c.by_build.items())
             since, by = "—", "build: " + " vs ".join(f"{esc(b)} build" for b in c.by_build)
         elif c.kind == "one-build":
-            what, since = esc(c.text()), "—"
-            by = "release or build: no release was recorded in both builds"
+            what, since, by = esc(c.text()), "—", "release or build: no release was recorded in both builds"
         else:
             what = "; ".join(f"{esc(record.words(v))} from {esc(r)}" for r, v in c.segments)
             since, by = esc(c.segments[1][0]), "release and build"
-        rows.append([esc(c.label), what, since, by, fence_link(f, url)])
+        rows.append([esc(c.label), what, since, by, fence_link(where[c.fence], url)])
     if not rows:
         return "<p>No described behaviour differs between the releases on record.</p>"
-    return _table(["behaviour", "old → new", "first release with the new value", "differs by",
-                   "explained in"], rows, "tf-table tf-changes")
+    return _table(["behaviour", "old → new", "first release with the new value", "differs by", "explained in"],
+                  rows, "tf-table tf-changes")
 
 
 def other_values_html(changes: list[record.Change], current: list[Fence], url: Url) -> str:
@@ -175,8 +147,7 @@ def other_values_html(changes: list[record.Change], current: list[Fence], url: U
                     f"{esc(c.text())}</li>" for c in bare)
     return (f"<details class=\"tf-details\"><summary>{len(bare)} more recorded values differ but have no "
             "description (internal values; an author gives one with "
-            "<code>fences.observe(name, value, label=...)</code>)</summary><ul>"
-            f"{items}</ul></details>")
+            f"<code>fences.observe(name, value, label=...)</code>)</summary><ul>{items}</ul></details>")
 
 
 def grid_html(runs: list[dict], current: list[Fence], url: Url) -> str:
@@ -188,37 +159,30 @@ def grid_html(runs: list[dict], current: list[Fence], url: Url) -> str:
     head = "".join(f"<th>{esc(record.label(r))}</th>" for r in runs)
     out = []
     for chapter, fs in by_chapter.items():
-        rows = []
-        bad = 0
+        rows, bad = [], 0
         for f in fs:
             cells = []
             for run, recs in zip(runs, records):
                 rec = recs.get(f.id)
                 css, mark, word = SYMBOL[rec["outcome"] if rec else None]
                 bad += bool(rec and rec["outcome"] == "failed")
-                tip = f"{record.label(run)}: {word}" + (f": {rec.get('reason')}" if rec and rec.get("reason") else "")
+                tip = f"{record.label(run)}: {word}" + (f": {rec['reason']}" if rec and rec.get("reason") else "")
                 cells.append(f'<td class="{css}" title="{esc(tip)}">{mark}</td>')
             b = record.badge(f.id, runs, f.labels)
-            rows.append(
-                f'<tr id="fence-{esc(f.id)}"><th scope="row"><a href="{esc(url(f.chapter))}#fence-{esc(f.id)}">'
-                f"{esc(f.id)}</a><br><small>{esc(f.proves)}</small>"
-                f'<br><span class="tf-badge tf-badge-{b.kind}">{esc(b.text)}</span></th>{"".join(cells)}</tr>')
-        failing = f", {bad} failing" if bad else ""
-        out.append(
-            f'<details class="tf-details tf-grid-chapter"><summary>{esc(Path(chapter).stem)} '
-            f"({len(fs)} fences{failing})</summary>"
-            + _scroll(f'<table class="tf-table tf-grid"><thead><tr><th>fence</th>{head}</tr></thead>'
-                      f"<tbody>{''.join(rows)}</tbody></table>")
-            + "</details>")
-    legend = ("<p class=\"tf-legend\">✓ passed, ✗ failed, – skipped (hover for why), "
-              "○ not in that release's results</p>")
-    return legend + "".join(out)
+            rows.append(f'<tr id="fence-{esc(f.id)}"><th scope="row">{fence_link(f, url, f.id)}'
+                        f"<br><small>{esc(f.proves)}</small>"
+                        f'<br><span class="tf-badge tf-badge-{b.kind}">{esc(b.text)}</span></th>{"".join(cells)}</tr>')
+        out.append(f'<details class="tf-details tf-grid-chapter"><summary>{esc(Path(chapter).stem)} '
+                   f"({len(fs)} fences{f', {bad} failing' if bad else ''})</summary>"
+                   f'<div class="tf-scroll"><table class="tf-table tf-grid"><thead><tr><th>fence</th>{head}</tr>'
+                   f"</thead><tbody>{''.join(rows)}</tbody></table></div></details>")
+    return ("<p class=\"tf-legend\">✓ passed, ✗ failed, – skipped (hover for why), "
+            "○ not in that release's results</p>" + "".join(out))
 
 
 #: A message that differs from another only in its numbers (sizes, indices) is the same
 #: message to a reader: one entry, the other numbers listed in it.
 _NUMBERS = re.compile(r"\d+")
-
 #: A "Raised by" line that shows no call a reader makes (a table's dispatch, ``eval``,
 #: a helper called with no arguments or only ``**kwargs``) is left out.
 _INDIRECT = re.compile(r"^(?:\w+\[[^\]]*\]|eval|exec)\(.*\)$|^\w+\((?:\*\*\w+)?\)$", re.S)
@@ -229,33 +193,24 @@ def _one_line(kind: str, message: str) -> str:
 
 
 def error_entries(raised: list[record.Raised]) -> list[tuple[str, list[record.Raised]]]:
-    """The errors page's entries, in reading order: each distinct message (its numbers
-    aside) once, with every fence that proves it, and the entry's id
-    (``message-<first fence>-<n>``: the n-th message of that fence)."""
-    groups: dict[tuple[str, str], list[record.Raised]] = {}
-    anchors, seen = {}, {}
+    """The errors page's entries: each message (its numbers aside) once, with every fence that proves
+    it, and its id ``message-<first fence>-<n>`` (the n-th message of that fence)."""
+    groups: dict[tuple[str, str], tuple[str, list[record.Raised]]] = {}
+    seen: dict[str, int] = {}
     for r in raised:
-        n = seen[r.fence.id] = seen.get(r.fence.id, 0) + 1
+        seen[r.fence.id] = seen.get(r.fence.id, 0) + 1
         key = (r.kind, _NUMBERS.sub("N", _one_line("", r.message)))
-        if key not in groups:
-            anchors[key] = f"message-{r.fence.id}-{n}"
-        groups.setdefault(key, []).append(r)
-    return [(anchors[key], group) for key, group in groups.items()]
+        groups.setdefault(key, (f"message-{r.fence.id}-{seen[r.fence.id]}", []))[1].append(r)
+    return list(groups.values())
 
 
 def error_anchors(raised: list[record.Raised]) -> list[tuple[str, list[str]]]:
-    """For each entry on the errors page, in order: its id and the words to find it by,
-    as the site search's index entries: each message as printed (``Kind: message``, its
-    whitespace made single spaces, as a one-line search box holds a pasted message), with
-    each other release's words. Sphinx's search lists a page first when the whole query is
-    part of one of its index entries; a ``;`` would split an entry into parts, so it is
-    written as a comma (the page's search reads words, not punctuation)."""
-    out = []
-    for anchor, group in error_entries(raised):
-        words = dict.fromkeys(_one_line(k, m).replace(";", ",")
-                              for r in group for k, m in [(r.kind, r.message), *r.elsewhere.values()])
-        out.append((anchor, list(words)))
-    return out
+    """For each entry on the errors page, its id and the site search's index entries for it:
+    each message as printed on one line (as a pasted message is), with each other release's
+    words. A ``;`` would split an index entry, so it is written as a comma."""
+    return [(anchor, list(dict.fromkeys(_one_line(k, m).replace(";", ",") for r in group
+                                        for k, m in [(r.kind, r.message), *r.elsewhere.values()])))
+            for anchor, group in error_entries(raised)]
 
 
 def _code(text: str) -> str:
@@ -265,11 +220,10 @@ def _code(text: str) -> str:
 
 def errors_sections(raised: list[record.Raised], url: Url, reference: str,
                     titles: dict[str, str]) -> list[tuple[str, str]]:
-    """The errors page's body, a (title, HTML) section per chapter: each message a fence
-    proves, once, in full as the ``reference`` run gave it (the same message with other
-    numbers listed under it), the calls that raise it, each fence that proves it with its
-    claim and the fix where it names one, and each release or build that gave other
-    words. ``titles``: chapter path -> its title."""
+    """The errors page's body, a (title, HTML) section per chapter (``titles``: path -> title):
+    each message once, in full as the ``reference`` run gave it, with the same message's other
+    numbers, the calls that raise it, each fence that proves it (its claim and fix), and each
+    release or build that gave other words."""
     out: list[tuple[str, list[str]]] = []
     for anchor, group in error_entries(raised):
         first = group[0]
@@ -278,19 +232,16 @@ def errors_sections(raised: list[record.Raised], url: Url, reference: str,
             out.append((title, []))
         shown = _one_line(first.kind, first.message)
         alike = [w for w in dict.fromkeys(_one_line(r.kind, r.message) for r in group) if w != shown]
-        calls = [c for c in dict.fromkeys(c for r in group for c in r.fence.calls)
-                 if not _INDIRECT.match(c.strip())]
-        fences = list(dict.fromkeys(r.fence for r in group))
-        places = "".join(
-            f"<li>{fence_link(f, url)}: {esc(f.proves)}"
-            + (f"<br>The fix: {_code(f.fix)}" if f.fix else "") + "</li>" for f in fences)
+        calls = [c for c in dict.fromkeys(c for r in group for c in r.fence.calls) if not _INDIRECT.match(c.strip())]
+        places = "".join(f"<li>{fence_link(f, url)}: {esc(f.proves)}"
+                         + (f"<br>The fix: {_code(f.fix)}" if f.fix else "")
+                         + "</li>" for f in dict.fromkeys(r.fence for r in group))
         other = {k: v for r in group for k, v in r.elsewhere.items()}
         out[-1][1].append(
             f'<div class="tf-error" id="{esc(anchor)}">'
             f'<p class="tf-error-message"><code>{esc(first.kind)}: {esc(first.message)}</code></p>'
-            + ("<p>The same with other numbers:</p><ul>"
-               + "".join(f"<li><code>{esc(w)}</code></li>" for w in alike) + "</ul>"
-               if alike else "")
+            + ("<p>The same with other numbers:</p><ul>" + "".join(f"<li><code>{esc(w)}</code></li>" for w in alike)
+               + "</ul>" if alike else "")
             + ("<p>Raised by:</p>" + "".join(f"<pre>{esc(c)}</pre>" for c in calls) if calls else "")
             + f"<p>Proved, and explained, in (torch {esc(reference)}):</p><ul>{places}</ul>"
             + ("<p>Other releases or builds gave other words:</p><ul>" + "".join(

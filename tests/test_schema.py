@@ -62,6 +62,14 @@ def test_a_wrong_field_is_named(tmp_path, field, value, words):
     refused(tmp_path, "results/2.14.1.json", repr(run["fences"][0]["id"]), words)
 
 
+@pytest.mark.parametrize("fences", [5, "passed", [["a"]], [{"id": ["a"], "outcome": "skipped", "reason": "CUDA"}]])
+def test_a_fences_field_of_another_shape_is_named_not_a_crash(tmp_path, fences):
+    run = committed()
+    run["fences"] = fences
+    write(tmp_path, run)
+    assert "Error" not in refused(tmp_path, "results/2.14.1.json", "fence")
+
+
 def test_a_gpu_gated_fence_passed_on_a_run_without_a_gpu_is_refused(tmp_path):
     """The plant: a GPU-only fence hand-marked passed (the badge said "CPU part holds")."""
     run = committed()

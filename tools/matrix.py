@@ -6,30 +6,10 @@
     python tools/matrix.py --list            the releases, as JSON (the CI workflow's matrix)
     python tools/matrix.py --check [RELEASE ...]   the arguments and results/ only, nothing run
 
-Runs every release in ``RELEASES`` plus *newest*, the newest torch on PyPI
-(resolved now, so a new release is verified by the weekly run with no
-edit; when it is one of the listed releases it runs once). Each release
-has its own virtual environment, a session of ``noxfile.py`` (nox, with uv);
-the project is not installed there: the suite runs with PYTHONPATH set to this
-checkout, so the fences tested are the ones in this clone.
-
-Each chapter runs in a fresh kernel of its own, as under ``make test``, and
-its executed notebook goes to the execution cache, keyed on the torch build and
-what the kernel imports: the reference release reads the run ``make test`` stored. Each release writes
-``results/<release>.json`` (see ``fencecheck.record``).
-
-At the end the run compares the new results with the committed ones (git
-HEAD's ``results/``) and writes what changed, in Markdown fit for a pull
-request, to ``_build/matrix-report.md``, and prints it. The record proves
-itself: each fresh run must reproduce its committed file (``reproduced``,
-``fencecheck.record.reproduce``) record for record, apart from the per-run
-fields (``record.PER_RUN``: date, commit, dirty, platform, python, numpy);
-a record that differs fails the run, named (file, fence, field, old → new),
-unless its chapter changed since the committed file (then it is listed as
-re-recorded). Every results file read, committed or fresh, is validated
-(``fencecheck.schema``). A release that fails
-to install, a failing fence or a failing cell outside a fence fails the
-run, after every release has been tried and the report written.
+Each release (``fencecheck.releases``, plus *newest* from PyPI) runs in its session of
+``noxfile.py`` with this checkout on PYTHONPATH and writes ``results/<release>.json``. The report
+(``_build/matrix-report.md``) compares them with git HEAD's, and each fresh run must reproduce its
+committed file (``fencecheck.record.reproduce``). Any failure fails the run after every release ran.
 """
 from __future__ import annotations
 
@@ -40,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -54,6 +35,7 @@ from fencecheck import releases as listed  # noqa: E402
 RESULTS = ROOT / "results"
 REPORT = ROOT / "_build" / "matrix-report.md"
 
+
 @dataclass(frozen=True)
 class Release:
     """A torch to verify on: the name the results file takes and the pip requirement."""
@@ -63,8 +45,6 @@ class Release:
     why: str = ""
 
 
-# The list lives in fencecheck/releases.py (the record reads it too, to refuse a results
-# file for a release the matrix does not run).
 RELEASES = [Release(name, req, why) for name, req, why, _ in listed.RELEASES]
 NEWEST = "newest"
 #: The newest nightly (CPU build), run only when named: reported beside the matrix, never
@@ -72,6 +52,7 @@ NEWEST = "newest"
 NIGHTLY = Release("nightly", "torch", "the newest nightly build, reported only")
 NIGHTLY_RESULTS = ROOT / "_build" / "nightly.json"
 PYPI_JSON = "https://pypi.org/pypi/torch/json"
+LISTED_REPRO = 40  # re-recorded records listed by name in the report
 
 
 def newest_on_pypi(url: str = PYPI_JSON) -> str:
@@ -84,10 +65,7 @@ def newest_on_pypi(url: str = PYPI_JSON) -> str:
 
 def resolve(names: list[str], newest=newest_on_pypi, problems: list[str] | None = None) -> list[Release]:
     """The releases to run: the named ones (all when none), "newest" resolved now, no duplicates.
-
-    When PyPI cannot be asked, "newest" is left out and the reason goes to
-    ``problems`` (raised when no list is given): the other releases still run.
-    """
+    When PyPI cannot be asked, "newest" is left out and why goes to ``problems`` (else raised)."""
     known = {r.name: r for r in RELEASES}
     out: list[Release] = []
     for name in names or [*known, NEWEST]:
@@ -100,10 +78,8 @@ def resolve(names: list[str], newest=newest_on_pypi, problems: list[str] | None 
                 problems.append(f"newest: could not read the newest torch from {PYPI_JSON}: {exc}")
                 continue
             rel = known.get(version) or Release(version, f"torch=={version}", "the newest release on PyPI")
-        elif name == NIGHTLY.name:
-            rel = NIGHTLY
-        elif name in known:
-            rel = known[name]
+        elif name == NIGHTLY.name or name in known:
+            rel = known.get(name, NIGHTLY)
         else:
             raise SystemExit(f"unknown release {name!r}; known: {[*known, NEWEST, NIGHTLY.name]}")
         if rel not in out:
@@ -112,11 +88,9 @@ def resolve(names: list[str], newest=newest_on_pypi, problems: list[str] | None 
 
 
 def check(names: list[str]) -> list[str]:
-    """What is wrong with the arguments or results/ before anything is installed or run: an
-    unknown release, a results file that does not parse. "newest" is not resolved here."""
+    """What is wrong with the arguments or results/, before anything is installed or run."""
     known = [r.name for r in RELEASES] + [NEWEST, NIGHTLY.name]
-    problems = [f"unknown release {n!r}; known: {', '.join(known)}" for n in names
-                if n not in known]
+    problems = [f"unknown release {n!r}; known: {', '.join(known)}" for n in names if n not in known]
     try:
         record.load(RESULTS)
     except record.BadFile as exc:
@@ -136,32 +110,22 @@ def committed_results(root: Path = ROOT) -> list[dict] | None:
     if listing.returncode != 0:
         return None
     runs = []
-    for name in listing.stdout.split():
-        if name.endswith(".json"):
-            shown = git("show", f"HEAD:{name}")
-            if shown.returncode == 0:
-                try:
-                    run = json.loads(shown.stdout)
-                except ValueError as exc:
-                    raise record.BadFile(f"HEAD:{name}: not valid JSON ({exc})") from None
-                run["file"] = Path(name).name
-                runs.append(run)
+    for name in (n for n in listing.stdout.split() if n.endswith(".json")):
+        shown = git("show", f"HEAD:{name}")
+        if shown.returncode == 0:
+            try:
+                runs.append({**json.loads(shown.stdout), "file": Path(name).name})
+            except ValueError as exc:
+                raise record.BadFile(f"HEAD:{name}: not valid JSON ({exc})") from None
     found = record.problems(runs, book=root)
     if found:  # the committed record is itself invalid: nothing can be compared with it
         raise record.BadFile("the committed results (git HEAD) are invalid:\n" + "\n".join(found))
     return sorted(runs, key=record.run_key)
 
 
-def reproduced(before: list[dict] | None, names: list[str], folder: Path = RESULTS
-               ) -> tuple[str, list[str]]:
-    """Does each fresh run of ``names`` reproduce its committed file (``before``, git HEAD)?
-
-    Returns (the report's section, the failures). A failure names the file, the fence
-    and the field, old → new: a record of a fence whose chapter did not change came out
-    different (a hand edit, a flaky fence, a stale file). The records of chapters that
-    changed since the committed file are listed as re-recorded; ``record.PER_RUN`` fields
-    are not compared. A release with no committed file is new: nothing to reproduce.
-    """
+def reproduced(before: list[dict] | None, names: list[str], folder: Path = RESULTS) -> tuple[str, list[str]]:
+    """(the report's section, the failures): does each fresh run of ``names`` reproduce its committed
+    file (``before``, git HEAD)? A release with no committed file is new: nothing to reproduce."""
     try:
         runs = {record.label(r): r for r in record.load(folder)}
     except record.BadFile as exc:
@@ -178,41 +142,29 @@ def reproduced(before: list[dict] | None, names: list[str], folder: Path = RESUL
         failures += found.failures
         rerecorded += found.rerecorded
         notes += found.notes
+    more = [f"and {len(rerecorded) - LISTED_REPRO} more"] if len(rerecorded) > LISTED_REPRO else []
     lines = []
-    if failures:
-        lines += [f"## Records that did not reproduce ({len(failures)}): committed → this run", "",
-                  *(f"- {f}" for f in failures), ""]
-    if rerecorded:
-        lines += [f"## Re-recorded: chapters changed since the committed file ({len(rerecorded)})", "",
-                  *(f"- {r}" for r in rerecorded[:LISTED_REPRO]),
-                  *([f"- and {len(rerecorded) - LISTED_REPRO} more"] if len(rerecorded) > LISTED_REPRO
-                    else []), ""]
-    if new:
-        lines += ["## New results files (nothing committed to reproduce)", "", *(f"- {n}" for n in new), ""]
-    if notes:
-        lines += ["## Per-run fields that differ (not compared)", "", *(f"- {n}" for n in notes), ""]
+    for title, items in ((f"Records that did not reproduce ({len(failures)}): committed → this run", failures),
+                         (f"Re-recorded: chapters changed since the committed file ({len(rerecorded)})",
+                          rerecorded[:LISTED_REPRO] + more),
+                         ("New results files (nothing committed to reproduce)", new),
+                         ("Per-run fields that differ (not compared)", notes)):
+        if items:
+            lines += [f"## {title}", "", *(f"- {item}" for item in items), ""]
     if not failures and old:
         lines += ["Every record of an unchanged chapter reproduced its committed file.", ""]
     return "\n".join(lines), failures
 
 
-LISTED_REPRO = 40
-
-
 def pytest_command(python: Path | str, out: Path, name: str) -> list[str]:
     """The suite's command for one release (tests/test_ci.py parses it with the plugin)."""
-    return [str(python), "-m", "pytest", "book", "-q", "-p", "no:cacheprovider",
-            "-n", "auto", "--dist", "loadscope",
+    return [str(python), "-m", "pytest", "book", "-q", "-p", "no:cacheprovider", "-n", "auto", "--dist", "loadscope",
             "--fences-results", str(out), "--fences-release", name]
 
 
 def own_python(release: Release) -> Path | None:
-    """This interpreter, when its torch is exactly the release's (the reference build in the
-    project's .venv), else None. The suite then runs where ``make test`` ran, with the same
-    packages, and reads the chapters' stored runs instead of executing them again: a
-    separate environment resolves other versions (myst-parser among them, whose reading of
-    a chapter is part of what the execution cache matches), and each chapter would run a
-    third time on the reference torch."""
+    """This interpreter, when its torch is exactly the release's (the reference build in .venv): the
+    suite then runs with ``make test``'s packages and reads the chapters' stored runs."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -245,26 +197,21 @@ def run_release(release: Release) -> int:
         out.write_text(json.dumps(failed, indent=1) + "\n")
         print(f"[matrix] {release.name}: INSTALL FAILED ({exc})", flush=True)
         return 1
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = pytest_command(python or "python", out, release.name)
     print(f"[matrix] {release.name}: {' '.join(cmd[2:])}", flush=True)
-    cmd = cmd if python else [*nox, "--no-install", "--", *cmd]
-    code = subprocess.run(cmd, cwd=ROOT, env=env).returncode
+    code = subprocess.run(cmd if python else [*nox, "--no-install", "--", *cmd], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}).returncode
     print(f"[matrix] {release.name}: exit {code} in {time.monotonic() - started:.0f} s", flush=True)
     return code if out.exists() else (code or 1)
 
 
 def report(before: list[dict] | None, names: list[str], base: str) -> str:
-    """Write and return the change report for the releases ``names`` against ``before``."""
+    """The change report for the releases ``names`` against ``before``."""
     everything = record.load(RESULTS)
-    after = [r for r in everything if record.label(r) in names]
     current, digests = record.read_book(ROOT)
-    text = record.change_report(before or [], after, everything, current, digests, base)
-    if NIGHTLY.name in names:
-        text += "\n" + nightly_section()
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    REPORT.write_text(text, encoding="utf-8")
-    return text
+    text = record.change_report(before or [], [r for r in everything if record.label(r) in names], everything,
+                                current, digests, base)
+    return text + ("\n" + nightly_section() if NIGHTLY.name in names else "")
 
 
 def nightly_section(path: Path = NIGHTLY_RESULTS) -> str:
@@ -274,9 +221,7 @@ def nightly_section(path: Path = NIGHTLY_RESULTS) -> str:
         run = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         return head + f"No result: {path.name} could not be read ({exc}).\n"
-    outcomes: dict[str, int] = {}
-    for fence in run.get("fences", []):
-        outcomes[fence.get("outcome", "?")] = outcomes.get(fence.get("outcome", "?"), 0) + 1
+    outcomes = Counter(fence.get("outcome", "?") for fence in run.get("fences", []))
     counts = ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items())) or "no fence ran"
     failed = [f["id"] for f in run.get("fences", []) if f.get("outcome") == "failed"]
     return head + (f"torch {run.get('torch')}: {counts}; exit status {run.get('exitstatus')}."
@@ -285,9 +230,8 @@ def nightly_section(path: Path = NIGHTLY_RESULTS) -> str:
 
 
 def environments(prune: bool) -> None:
-    """After a run of the whole matrix (``prune``), remove the environments of sessions that
-    noxfile.py no longer has, then uv's cache entries only they used; then print the disk the
-    environments and the cache use (du counts a hard-linked wheel once)."""
+    """``prune`` (after the whole matrix): remove the environments of sessions noxfile.py no longer
+    has, and what only they used in uv's cache; then print the disk both use."""
     import noxfile
 
     if prune:
@@ -309,9 +253,8 @@ def main(argv: list[str]) -> int:
                         help="run nothing: report results/ as it is against the committed results")
     parser.add_argument("--list", action="store_true",
                         help="print the releases the matrix runs, as JSON (the CI workflow's matrix)")
-    parser.add_argument("--check", action="store_true",
-                        help="check the arguments and results/ and exit; change nothing (make "
-                        "matrix runs this before it installs anything)")
+    parser.add_argument("--check", action="store_true", help="check the arguments and results/ and exit; "
+                        "change nothing (make matrix runs this before it installs anything)")
     args = parser.parse_args(argv)
     if args.list:
         print(json.dumps([r.name for r in RELEASES] + [NEWEST]))
@@ -330,30 +273,27 @@ def main(argv: list[str]) -> int:
     if before is None:
         before = record.load(RESULTS)
         base = "the results on disk before this run (no git history)"
+    codes: dict[str, int] = {}
     if args.report_only:
         names = args.releases or [record.label(r) for r in record.load(RESULTS)] + \
             ([NIGHTLY.name] if NIGHTLY_RESULTS.exists() else [])
-        text = report(before, names, base) + "\n" + reproduced(before, names)[0]
-        REPORT.parent.mkdir(parents=True, exist_ok=True)
-        REPORT.write_text(text, encoding="utf-8")
-        print(text)
-        print(f"[matrix] report written to {REPORT.relative_to(ROOT)}")
-        return 0
-    problems: list[str] = []
-    releases = resolve(args.releases, problems=problems)
-    RESULTS.mkdir(exist_ok=True)
-    codes = {rel.name: run_release(rel) for rel in releases}
-    nightly = codes.pop(NIGHTLY.name, None)
-    environments(prune=not args.releases and not problems)
-    text = report(before, list(codes) + ([NIGHTLY.name] if nightly is not None else []), base)
-    section, unreproduced = reproduced(before, list(codes))
+    else:
+        releases = resolve(args.releases, problems=problems)
+        RESULTS.mkdir(exist_ok=True)
+        codes = {rel.name: run_release(rel) for rel in releases}
+        nightly = codes.pop(NIGHTLY.name, None)
+        environments(prune=not args.releases and not problems)
+        names = list(codes) + ([NIGHTLY.name] if nightly is not None else [])
+    text = report(before, names, base)
+    section, unreproduced = reproduced(before, names)   # the nightly is never reproduced
     text += "\n" + section
     REPORT.parent.mkdir(parents=True, exist_ok=True)
     REPORT.write_text(text, encoding="utf-8")
     print(text)
     print(f"[matrix] report written to {REPORT.relative_to(ROOT)}")
-    for failure in unreproduced:
-        problems.append(f"not reproduced: {failure}")
+    if args.report_only:
+        return 0
+    problems += [f"not reproduced: {failure}" for failure in unreproduced]
     print("[matrix] " + ", ".join(f"{n}: {'ok' if c == 0 else 'FAILED'}" for n, c in codes.items()))
     for problem in problems:
         print(f"[matrix] FAILED {problem}")
