@@ -1,27 +1,13 @@
 """The downloaded notebook, written for Jupyter rather than for Sphinx.
 
-A chapter's Markdown is MyST: roles, directives and glued values that only
-the site build understands. ``for_jupyter`` turns the executed notebook into
-one that reads well in JupyterLab or Colab:
-
-- ``{glue:text}`name``` (and ``{glue:md}``) becomes the value the build
-  computed; the hidden glue outputs are dropped;
-- ``{torch}``, ``{numpy}``, ``{torchdoc}`` become links to the reference docs
-  (the site's ``extlinks``), ``{term}`` a link to the glossary, ``{ref}`` and
-  other roles their text;
-- ``{cited}`` and admonitions become quoted blocks with their label, an
-  ``{exercise}`` a heading, links to ``other.md`` links to the site's page;
-- the cells of a solution are collapsed (``metadata.jupyter``), so is each
-  proof (the fold rule, ``fencecheck.lint.PROOF_TAG``) and each setup cell;
-- a lesson fence becomes two cells: its teaching part with the output, then its
-  check part, collapsed (``fencecheck.lint.lesson_parts``): run in order, the two
-  do what the one cell did.
-
-``myst_left`` finds what a Markdown cell still holds of MyST (empty when
-none): ``make check-site`` fails a notebook that has any, or an open solution.
+``for_jupyter`` turns the MyST of an executed chapter into plain Markdown (glued values,
+links for the site's roles, quoted admonitions), collapses solutions, proofs and setup
+cells, and splits each lesson fence into its teaching cell and a collapsed check cell.
+``myst_left`` and ``open_solutions`` say what it missed (``make check-site`` fails on it).
 """
 from __future__ import annotations
 
+import copy
 import re
 
 from . import chapter, lint
@@ -30,16 +16,18 @@ ROLE = re.compile(r"\{([a-z:]+)\}`([^`]*)`")
 DIRECTIVE = re.compile(r"^(`{3,}|:{3,})\{([a-z-]+)\}[ \t]*(.*)$")
 OPTION = re.compile(r"^:([\w-]+):[ \t]*(.*)$")
 LINK = re.compile(r"\]\((?!https?:|#|mailto:)([^)\s]+?)\.md(#[^)]*)?\)")
-SUBSTITUTION = re.compile(r"\{\{\s*([\w-]+)\s*\}\}")
-BOOK = re.compile(r"\{book\}`([\w-]+)`")   # the landing page's numbers (fencecheck.sphinx.BookRole)
+#: ``{{ name }}`` substitutions and ``{book}`name``` numbers (``fencecheck.sphinx.BookRole``).
+SUBSTITUTION = re.compile(r"\{\{\s*([\w-]+)\s*\}\}|\{book\}`([\w-]+)`")
 TARGET = re.compile(r"^\(([^)\s]+)\)=\s*$", re.M)
 LEFT = re.compile(r"\{\{\s*[\w-]+\s*\}\}|\[missing value: |\{[a-z:]+\}`|^(`{3,}|:{3,})\{"
                   r"|^\([\w-]+\)=\s*$|\]\([^)]*\.md[)#]", re.M)
-#: Tags whose cells are collapsed in Jupyter: setup the reader need not read.
+#: Tags whose cells are collapsed in Jupyter, and whether their outputs are too.
 COLLAPSED = {lint.PROOF_TAG: True, "hide-input": False, "hide-cell": True,
              "remove-input": False, "remove-cell": True}
 LABELS = {"note": "Note", "tip": "Tip", "warning": "Warning", "important": "Important",
           "admonition": ""}
+#: The tag of a lesson fence's check part in the downloaded notebook.
+CHECKS_TAG = "fence-checks"
 
 
 def glued_values(nb) -> dict[str, dict]:
@@ -77,62 +65,50 @@ def _role(kind: str, text: str, glued: dict, ext: dict, site: str) -> str:
     return f"`{shown}`" if kind in ("code", "literal") else shown
 
 
+def _directive(kind: str, title: str, options: dict, text: str) -> str:
+    """A MyST directive's block as Jupyter Markdown: a quote, a heading or a note."""
+    if kind == "exercise":
+        return f"### Exercise: {title}".rstrip(": ") + "\n\n" + text
+    if kind in ("solution-start", "solution-end"):
+        return "**Solution** (collapsed below: expand the cells to see it)" if kind == "solution-start" else ""
+    head = title or LABELS.get(kind, kind.capitalize())
+    if kind == "cited":
+        head = "Cited, not verified here" + (f": {title}" if title else "")
+        text += f"\n\nSource: <{options.get('source', '')}> ({options.get('version', '')})"
+    quoted = "\n".join(f"> {line}".rstrip() for line in text.splitlines())
+    return f"> **{head}**\n>\n{quoted}"
+
+
 def markdown(source: str, glued: dict, ext: dict, site: str, subs: dict | None = None) -> str:
     """A MyST Markdown cell as plain (Jupyter) Markdown (``subs``: the site's
     ``{{ name }}`` substitutions and ``{book}`name``` numbers)."""
-    source = SUBSTITUTION.sub(lambda m: str((subs or {}).get(m.group(1), m.group(0))), source)
-    source = BOOK.sub(lambda m: str((subs or {}).get(m.group(1), m.group(0))), source)
+    source = SUBSTITUTION.sub(lambda m: str((subs or {}).get(m.group(1) or m.group(2), m.group(0))), source)
     out: list[str] = []
-    lines = source.splitlines()
-    n = 0
-    while n < len(lines):
-        m = DIRECTIVE.match(lines[n])
+    lines = iter(source.splitlines())
+    for line in lines:
+        m = DIRECTIVE.match(line)
         if not m:
-            out.append(lines[n])
-            n += 1
+            out.append(line)
             continue
         fence, kind, title = m.groups()
-        options, n = {}, n + 1
-        while n < len(lines) and OPTION.match(lines[n]):
-            key, value = OPTION.match(lines[n]).groups()
-            options[key] = value
-            n += 1
-        body = []
-        while n < len(lines) and lines[n].rstrip() != fence:
-            body.append(lines[n])
-            n += 1
-        n += 1  # the closing fence
-        text = "\n".join(body).strip("\n")
-        if kind == "cited":
-            head = "Cited, not verified here" + (f": {title}" if title else "")
-            src = options.get("source", "")
-            text += f"\n\nSource: <{src}> ({options.get('version', '')})"
-        elif kind == "exercise":
-            out.append(f"### Exercise: {title}".rstrip(": ") + "\n\n" + text)
-            continue
-        elif kind in ("solution-start", "solution-end"):
-            out.append("**Solution** (collapsed below: expand the cells to see it)"
-                       if kind == "solution-start" else "")
-            continue
-        else:
-            head = title or LABELS.get(kind, kind.capitalize())
-        quoted = "\n".join(f"> {line}".rstrip() for line in text.splitlines())
-        out.append(f"> **{head}**\n>\n{quoted}")
-    text = "\n".join(out)
-    text = TARGET.sub("", text)
+        options, body = {}, []
+        for line in lines:
+            if line.rstrip() == fence:
+                break
+            option = OPTION.match(line)
+            if option and not body:
+                options[option.group(1)] = option.group(2)
+            else:
+                body.append(line)
+        out.append(_directive(kind, title, options, "\n".join(body).strip("\n")))
+    text = TARGET.sub("", "\n".join(out))
     text = ROLE.sub(lambda r: _role(r.group(1), r.group(2), glued, ext, site), text)
     return LINK.sub(lambda m: f"]({site}book/{m.group(1)}.html{m.group(2) or ''})", text)
-
-
-#: The tag of a lesson fence's check part in the downloaded notebook.
-CHECKS_TAG = "fence-checks"
 
 
 def _split_checks(cell) -> list:
     """A lesson fence as (teaching cell with the outputs, collapsed check cell); any
     other cell as itself."""
-    import copy
-
     tags = cell.metadata.get("tags", []) if cell.cell_type == "code" else []
     if "fence" not in tags or lint.PROOF_TAG in tags:
         return [cell]
@@ -144,8 +120,7 @@ def _split_checks(cell) -> list:
     after.execution_count = None
     if "id" in cell:   # a copy keeps the id, which nbformat would replace at random on writing
         after.id = f"{cell.id[:57]}-checks"
-    after.metadata = {"tags": [CHECKS_TAG],
-                      "jupyter": {"source_hidden": True}}
+    after.metadata = {"tags": [CHECKS_TAG], "jupyter": {"source_hidden": True}}
     return [cell, after]
 
 
@@ -170,11 +145,8 @@ def open_solutions(nb) -> list[str]:
 
 
 def for_jupyter(nb, ext: dict, site: str = "../../", subs: dict | None = None):
-    """``nb`` (executed, MyST) rewritten for Jupyter, in place; returns it.
-
-    ``ext``: the site's extlinks (role -> (url pattern, caption pattern)).
-    ``site``: where the site's pages are, relative to the notebook or absolute.
-    """
+    """``nb`` (executed, MyST) rewritten for Jupyter, in place; returns it. ``ext``: the
+    site's extlinks (role -> (url pattern, caption pattern)); ``site``: the site's root."""
     glued = glued_values(nb)
     lesson = chapter.is_lesson(dict(nb.metadata))
     in_solution = False
@@ -191,9 +163,7 @@ def for_jupyter(nb, ext: dict, site: str = "../../", subs: dict | None = None):
         cell.outputs = [o for o in cell.get("outputs", [])
                         if "scrapbook" not in (o.get("metadata") or {})]
         tags = set(cell.metadata.get("tags", []))
-        folds = [COLLAPSED[t] for t in tags & set(COLLAPSED)]
-        if CHECKS_TAG in tags:
-            folds.append(False)
+        folds = [COLLAPSED[t] for t in tags & set(COLLAPSED)] + ([False] if CHECKS_TAG in tags else [])
         if in_solution or folds:
             fold = {"source_hidden": True}
             table = any("text/markdown" in (o.get("data") or {}) for o in cell.outputs)

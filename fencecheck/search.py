@@ -1,22 +1,12 @@
 """The site search's language: English whose index and query stem every word alike.
 
-A reader pastes a whole error message into the search box, and Sphinx's search
-lists only pages holding every word of it, so a single word the index and the
-query treat differently finds nothing at all. With Sphinx's English (7.4) they
-differ three ways (``fencecheck.upstream.sphinx`` checks each still holds):
-
-- the query is stemmed by a hand-written JavaScript Porter stemmer, the index by
-  Snowball's (``snowballstemmer``); here both are Snowball's, the page's from the
-  JavaScript Snowball generates (``upstream.sphinx.porter_js``);
-- a word whose stem is a stopword ("one" -> "on", "its" -> "it") is indexed
-  unstemmed but queried stemmed: here its stem is the word itself on both sides
-  (an empty stem too: "s", of "tensor's");
-- a term named like a property of JavaScript's ``Object.prototype``
-  ("constructor", "__proto__") stops the page's search with a TypeError: here
-  such a stem ends in "_" on both sides.
-
-``stem`` and ``JS_STEMMER`` implement the one rule; tests/test_search.py runs both
-on the book's words and requires the same stems.
+A pasted error message finds only pages holding every word, so the index (Python) and the
+query (JavaScript) must stem alike. Sphinx's English (7.4) differs three ways
+(``fencecheck.upstream.sphinx`` checks each still holds), each fixed here on both sides:
+the query's stemmer is Snowball's Porter, as the index's; a word whose stem is empty or a
+stopword ("one" -> "on") is its own stem; a stem named like a property of
+``Object.prototype`` ("constructor") ends in "_", else the page's search stops with a
+TypeError. tests/test_search.py requires ``stem`` and ``JS_STEMMER`` to agree.
 """
 from __future__ import annotations
 

@@ -1,42 +1,11 @@
 """Sphinx extension for the book's site.
 
-- The site refuses what the test suite refuses: every page must be a
-  jupytext MyST notebook (or myst-nb would render it without executing
-  anything) and must not carry a tag that lets a cell pass without
-  raising. Each problem is a warning naming the file, so
-  ``jupyter-book build -W`` fails on it.
-- The execution cache is keyed on torch, the runtime (``fences``) and the installed
-  packages (``fencecheck.cachekey``), so no build serves a stale page. With
-  ``fences_run_lacking`` on (the book's ``_config.yml``), the chapters whose run the
-  cache lacks run first, through the test plugin, which stores each run
-  (``_run_lacking``): the site renders what the tests ran; a failing chapter stops the
-  build. In this process, which imports what the check needs anyway.
-- Every executed page says, under its title, which torch executed it, when.
-- ``{cited}``: a claim the book cites rather than proves, labelled as such.
-- Every page offers its executed notebook as an ``.ipynb`` download, after
-  checking that the build's run went top to bottom (``run_problems``). The
-  download starts with a cell that installs what it needs, from this
-  project's wheel, which the site ships beside the notebooks.
-- Scripts that Jupyter Book 1.x includes twice are included once.
-- The record (``fencecheck.record``, from results/*.json): a badge on every
-  fence saying what the release matrix found for it, linking to its row on
-  the Verified-on page (``_add_badges``), and the ``{record}`` directive that
-  writes that page's parts. Sphinx sees neither results/ nor what a page's
-  badges say, so ``_record_outdated`` reads again each page that renders the
-  record (the ``{record}`` directive's pages) when the record changed, and each
-  chapter whose badges changed (a digest of what they say, kept per page): a
-  page shows no old record, and an unchanged page is not read again. The
-  fence grid is kept out of the search index (``unsearched_html``).
-- ``{book}`name```: what the landing page quotes about the book (``book_numbers``),
-  outside Sphinx's configuration, so a new number reads again the pages that
-  quote it, not the whole book (``_numbers_outdated``).
-- The wheel the downloads install is built once per content (``wheel_version``)
-  and kept outside the output folder, so a fresh output folder gets a copy.
-- The site search: English whose index and query stem words alike
-  (``fencecheck.search``), and each message on the errors page an index entry,
-  so the whole message pasted into the search box finds it.
-
-Enabled in ``_config.yml`` under ``sphinx: extra_extensions``.
+It refuses what the tests refuse, runs the chapters the execution cache lacks
+(``_run_lacking``), marks each fence with its record (badges, the ``{record}`` directive),
+folds proofs and lesson checks, offers each page's executed notebook with a setup cell
+and the project's wheel, and quotes the book's numbers (``{book}``). Sphinx sees neither
+results/, nor the numbers, nor the wheel: the ``*_outdated`` handlers read again the
+pages these change. Enabled in ``_config.yml`` under ``sphinx: extra_extensions``.
 """
 from __future__ import annotations
 
@@ -48,6 +17,7 @@ from pathlib import Path
 from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx import addnodes
+from sphinx.errors import SphinxError
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective, SphinxRole
 
@@ -62,30 +32,21 @@ logger = logging.getLogger(__name__)
 
 
 def _check_source(app, docname: str, source: list[str]) -> None:
+    """A page without its jupytext header, or failing the lint, is a warning (``-W`` fails)."""
     path = Path(app.env.doc2path(docname))
     if path.suffix != ".md":
         return
     text = source[0]
-    problems = chapters.header_problems(text)
-    if not problems:
-        problems = chapters.lint_problems(text, chapters.parse(text, path))
+    problems = chapters.header_problems(text) or chapters.lint_problems(text, chapters.parse(text, path))
     for problem in problems:
         logger.warning(f"{problem}", location=docname, type="fences", subtype="chapter")
 
 
 def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
-    """Offer the executed notebook as an .ipynb download.
+    """Offer the executed notebook as an .ipynb download, for Jupyter, setup cells first.
 
-    sphinx-book-theme adds the ".ipynb" entry of its download menu when
-    ``ipynb_source`` is in the page context, but sets it itself only when a
-    launch button is configured. This runs just before its header buttons.
-
-    myst-nb writes jupyter_execute/<page>.ipynb from the notebook it read,
-    not from the one it merged with the execution cache, so a page served
-    from the cache is written without outputs (myst-nb 1.x). The outputs are
-    merged back here from the same cache, so the download is the executed
-    notebook either way.
-    """
+    myst-nb writes jupyter_execute/<page>.ipynb from the notebook it read, so a page served
+    from the cache has no outputs (myst-nb 1.x): they are merged back from the cache."""
     executed = myst_nb.executed_notebook(app.outdir, pagename)
     if not executed.exists():
         return
@@ -96,9 +57,8 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
     if executes and any(c.cell_type == "code" and c.execution_count is None for c in nb.cells):
         from .upstream.jupyter_cache import get_cache
 
-        cache = get_cache(myst_nb.cache_path_of(app))
         try:
-            _, nb = cache.merge_match_into_notebook(nb)
+            _, nb = get_cache(myst_nb.cache_path_of(app)).merge_match_into_notebook(nb)
         except KeyError:
             logger.warning(f"no executed notebook in the cache for {pagename}",
                            location=pagename, type="fences", subtype="download")
@@ -109,7 +69,7 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
     jupyter.for_jupyter(nb, getattr(app.config, "extlinks", None) or {},
                         base.rstrip("/") + "/" if base else "../../",
                         {**(app.config.myst_substitutions or {}), **_numbers(app)})
-    nb.cells[0:0] = setup_cells(nb, app)
+    nb.cells[0:0] = setup_cells(nb)
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, target)
@@ -125,6 +85,8 @@ def _offer_wheel(app, pagename, templatename, context, doctree) -> None:
 
 #: The wheel of this project, shipped beside the downloadable notebooks.
 WHEEL_DIR = "_sources/book"
+#: The pages a chapter's line under its title links to.
+VERIFIED, CHANGES, GLOSSARY = "book/verified", "book/changes", "book/glossary"
 
 SETUP_NOTE = """**Run the next cell first** if you downloaded this notebook. It installs what
 this chapter imports and your Python lacks ({needs}, the versions the site ran), and the
@@ -166,50 +128,45 @@ print("torch", installed("torch"), "(the site ran {torch})")"""
 
 @functools.cache
 def _owners() -> dict[str, list[str]]:
-    """Module -> the distributions that provide it, in this environment. Read once per
-    process: a scan of every installed distribution's files (over a second), and the
-    environment does not change during a build."""
+    """Module -> the distributions that provide it: read once (a scan of over a second)."""
     from importlib import metadata
 
     return metadata.packages_distributions()
 
 
-def _parsed_code(nb) -> list:
-    """(cell, its syntax tree) for each code cell of ``nb`` that parses."""
+def _imports(nb) -> tuple[list, list[tuple[str, str]]]:
+    """(cell, its syntax tree) for each code cell of ``nb`` that parses, and
+    (name bound, its top-level module) for each of their imports."""
     import ast
 
-    out = []
+    trees, bound = [], []
     for cell in nb.cells:
-        if cell.cell_type == "code":
-            try:
-                out.append((cell, ast.parse(lint._strip_magics(cell.source))))
-            except SyntaxError:
-                continue
-    return out
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(lint._strip_magics(cell.source))
+        except SyntaxError:
+            continue
+        trees.append((cell, tree))
+        bound += [((a.asname or a.name).split(".")[0], (getattr(node, "module", None) or a.name).split(".")[0])
+                  for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+                  and not getattr(node, "level", 0) for a in node.names]
+    return trees, bound
 
 
 def chapter_needs(nb) -> dict[str, str]:
     """What the chapter's code imports, as distribution -> installed version (not torch,
     not this project, not the standard library)."""
-    import ast
     import sys
     from importlib import metadata
 
-    modules = set()
-    for cell, tree in _parsed_code(nb):
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                modules |= {a.name.split(".")[0] for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                modules.add(node.module.split(".")[0])
-        if re.search(r"\bfences\.quiz", cell.source):   # the runtime imports it when it shows a quiz
-            modules.add("jupyterquiz")
-    owners = _owners()
-    needs = {}
-    for module in sorted(modules - set(sys.stdlib_module_names) - {"torch", "fences"}):
-        for dist in owners.get(module, []):
-            needs[dist] = metadata.version(dist)
-    return needs
+    trees, bound = _imports(nb)
+    modules = {module for _, module in bound}
+    if any(re.search(r"\bfences\.quiz", cell.source) for cell, _ in trees):
+        modules.add("jupyterquiz")   # the runtime imports it when it shows a quiz
+    return {dist: metadata.version(dist)
+            for module in sorted(modules - set(sys.stdlib_module_names) - {"torch", "fences"})
+            for dist in _owners().get(module, [])}
 
 
 #: Distributions a fence uses through the helpers rather than by name.
@@ -221,16 +178,8 @@ def fences_using(nb) -> dict[str, list[str]]:
     was imported as (``np`` for numpy), or the helper that runs it (``fences.forall``)."""
     import ast
 
-    owners = _owners()
-    alias: dict[str, str] = {}  # a name bound by an import -> its top-level module
-    trees = _parsed_code(nb)
-    for _, tree in trees:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                alias.update({(a.asname or a.name).split(".")[0]: a.name.split(".")[0]
-                              for a in node.names})
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                alias.update({a.asname or a.name: node.module.split(".")[0] for a in node.names})
+    trees, bound = _imports(nb)
+    alias = dict(bound)
     found: dict[str, list[str]] = {}
     for cell, tree in trees:
         ident = lint.fence_id(cell) if lint.is_fence(cell) else None
@@ -238,7 +187,7 @@ def fences_using(nb) -> dict[str, list[str]]:
             continue
         names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
             {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
-        dists = {d for name in names if name in alias for d in owners.get(alias[name], [])}
+        dists = {d for name in names if name in alias for d in _owners().get(alias[name], [])}
         dists |= {d for d, helpers in THROUGH_HELPERS.items() if names & set(helpers)}
         for dist in dists:
             found.setdefault(dist, []).append(ident)
@@ -246,24 +195,23 @@ def fences_using(nb) -> dict[str, list[str]]:
 
 
 def wheel_version() -> str:
-    """This project's version with the digest of what the wheel holds: a new build of
-    other content is a new version, so pip never reuses a stale copy."""
+    """This project's version with the digest of what the wheel holds, so pip never reuses
+    a stale copy."""
     import tomllib
 
     from . import cachekey
 
-    root = Path(__file__).resolve().parent.parent
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
     digest = hashlib.sha256(cachekey.digest().encode())
-    digest.update((root / "pyproject.toml").read_bytes())
-    base = tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
-    return f"{base}+g{digest.hexdigest()[:12]}"
+    digest.update(pyproject.read_bytes())
+    return f"{tomllib.loads(pyproject.read_text())['project']['version']}+g{digest.hexdigest()[:12]}"
 
 
 def wheel_name() -> str:
     return f"tensor_fences-{wheel_version()}-py3-none-any.whl"
 
 
-def setup_cells(nb, app=None) -> list:
+def setup_cells(nb) -> list:
     """The first cells of a downloaded notebook: say what to do, then install what it needs."""
     from nbformat.v4 import new_code_cell, new_markdown_cell
 
@@ -282,11 +230,9 @@ def setup_cells(nb, app=None) -> list:
 
 
 def _fold_proofs(app, doctree) -> None:
-    """On the page: each proof folded, code and output, behind its ``# Proves:`` text
-    (the fold rule, ``lint.PROOF_TAG``; the notebook's is in ``fencecheck.jupyter``);
-    each lesson fence shows its teaching part and output, its check part folded after
-    them behind "✓ N checks" (``lint.lesson_parts``). Off a lesson, a proof's table stays
-    shown (``lint.proof_output_shown``)."""
+    """On the page: each proof folded behind its ``# Proves:`` text (its table shown off a
+    lesson, ``lint.proof_output_shown``); each lesson fence's checks folded after its
+    teaching part and output, behind "✓ N checks" (``lint.lesson_parts``)."""
     path = Path(app.env.doc2path(app.env.docname))
     try:
         lesson = path.exists() and chapters.is_lesson(path.read_text(encoding="utf-8"))
@@ -296,7 +242,7 @@ def _fold_proofs(app, doctree) -> None:
         if cell.get("nb_element") != "cell_code":
             continue
         tags = (cell.get("cell_metadata") or {}).get("tags", [])
-        source = next((n for n in cell.findall(nodes.literal_block)), None)
+        source = next(cell.findall(nodes.literal_block), None)
         if lint.PROOF_TAG in tags:
             table = any(out.get("nb_element") == "cell_code_output" and next(out.findall(nodes.table), None)
                         for out in cell.children)
@@ -306,21 +252,23 @@ def _fold_proofs(app, doctree) -> None:
             _fold_checks(cell, source)
 
 
+def _code(source, text: str):
+    """A copy of the literal block ``source`` holding ``text``."""
+    block = source.deepcopy()
+    block.children = [nodes.Text(text)]
+    block.rawsource = text
+    return block
+
+
 def _fold_checks(cell, source) -> None:
     """Split a lesson fence's code on the page: the teaching part stays in the cell with
     its output; the check part goes to a cell of its own after it, its code folded."""
     teaching, checks = lint.lesson_parts(source.astext())
     if not teaching:
         return
-    shown = source.deepcopy()
-    shown.children = [nodes.Text(teaching)]
-    shown.rawsource = teaching
-    source.parent.replace(source, shown)
-    folded = source.deepcopy()
-    folded.children = [nodes.Text(checks)]
-    folded.rawsource = checks
+    source.parent.replace(source, _code(source, teaching))
     code = nodes.container(nb_element="cell_code_source", classes=["cell_input"])
-    code += folded
+    code += _code(source, checks)
     after = nodes.container(nb_element="cell_code", classes=["cell", "tf-checks"])
     after += code
     myst_nb.fold_cell(after, *lint.checks_caption(lint.check_count(checks),
@@ -336,9 +284,8 @@ def wheel_cache(app) -> Path:
 
 
 def _ship_wheel(app, exception) -> None:
-    """Put this project's wheel beside the notebooks, its version naming its content
-    (``wheel_version``). Built only when no build made that wheel before: it is kept in
-    ``wheel_cache`` (a fresh output folder gets a copy); the folder holds no other."""
+    """Put this project's wheel beside the notebooks (the only wheel there), copied from
+    ``wheel_cache``, where it is built when no build made it before."""
     if exception is not None or app.builder.format != "html":
         return
     import shutil
@@ -393,13 +340,8 @@ def _build_wheel(folder: Path, name: str) -> bool:
 
 
 def run_problems(nb) -> list[str]:
-    """Why an executed notebook is not a clean top-to-bottom run (empty when it is).
-
-    The run the build renders (the test plugin's, from the execution cache) executed
-    every code cell once, in order (execution counts 1..N), with no error output.
-    That the downloaded notebook runs as a plain notebook, in a fresh environment, is
-    checked by executing it (tools/check_notebooks.py).
-    """
+    """Why an executed notebook is not a clean top-to-bottom run (counts 1..N, no error
+    output, valid), empty when it is. tools/check_notebooks.py runs it afresh."""
     import nbformat
 
     problems = []
@@ -418,18 +360,9 @@ def run_problems(nb) -> list[str]:
     return problems
 
 
-def _dedupe_scripts(app, pagename, templatename, context, doctree) -> None:
-    """Include each script once (see ``fencecheck.upstream.theme.dedupe_scripts``)."""
-    theme.dedupe_scripts(context)
-
-
 class Cited(SphinxDirective):
-    """A cited claim: ``{cited}`` with ``:source:`` (a URL) and ``:version:``.
-
-    Rendered as an admonition titled "Cited, not verified here", naming the
-    source and the release it describes, so a reader can tell it from a
-    fenced claim. ``fencecheck.lint`` refuses one without source or version.
-    """
+    """``{cited}`` with ``:source:`` and ``:version:``: an admonition "Cited, not verified
+    here" naming its source and release (``fencecheck.lint`` refuses one lacking either)."""
 
     has_content = True
     optional_arguments = 1
@@ -438,43 +371,39 @@ class Cited(SphinxDirective):
                    "class": directives.class_option}
 
     def run(self):
-        title = "Cited, not verified here"
-        if self.arguments:
-            title += f": {self.arguments[0]}"
+        title = "Cited, not verified here" + (f": {self.arguments[0]}" if self.arguments else "")
         node = nodes.admonition(classes=["tf-cited"] + self.options.get("class", []))
         node += nodes.title(text=title)
         self.state.nested_parse(self.content, self.content_offset, node)
         source = self.options.get("source", "")
-        para = nodes.paragraph()
-        para += nodes.Text("Source: ")
-        para += nodes.reference(refuri=source, text=source)
-        para += nodes.Text(f" ({self.options.get('version', 'no version given')})")
-        node += para
+        node += nodes.paragraph("", "", nodes.Text("Source: "), nodes.reference(refuri=source, text=source),
+                                nodes.Text(f" ({self.options.get('version', 'no version given')})"))
         return [node]
 
 
-def _executed_with(app, doctree, docname) -> None:
-    """Put "Executed with torch X on DATE" under the title of every executed page.
+def _under_title(doctree, para) -> None:
+    """Put ``para`` right after the page's first title, if it has one."""
+    section = next(doctree.findall(nodes.section), None)
+    if section is not None:
+        title = section.next_node(nodes.title)
+        title.parent.insert(title.parent.index(title) + 1, para)
 
-    One mechanism for every page: the torch is the one installed for this
-    build (a cached page was executed under the same torch: the cache is
-    keyed on it), the date is myst-nb's record of the run.
-    """
+
+def _executed_with(app, doctree, docname) -> None:
+    """"Executed with torch X on DATE" under the title of every executed page: the torch of
+    this build (the cache is keyed on it), the date of myst-nb's record of the run."""
     import datetime
 
     from fences import installed_torch_version, torch_build
 
     data = myst_nb.exec_data(app.env, docname)
-    sections = list(doctree.findall(nodes.section))
     cells = [n for n in doctree.findall(nodes.container) if "cell" in n.get("classes", [])]
-    if not data or not data.get("succeeded") or not sections or not cells:
+    if not data or not data.get("succeeded") or not cells:
         return
     when = datetime.datetime.fromtimestamp(data["mtime"], datetime.timezone.utc)
-    para = nodes.paragraph(classes=["tf-executed"])
-    para += nodes.Text(f"Executed with {torch_build(installed_torch_version())} on "
-                       f"{when:%Y-%m-%d}. Every fence on this page passed in that run.")
-    title = sections[0].next_node(nodes.title)
-    title.parent.insert(title.parent.index(title) + 1, para)
+    _under_title(doctree, nodes.paragraph(
+        "", f"Executed with {torch_build(installed_torch_version())} on {when:%Y-%m-%d}. "
+            "Every fence on this page passed in that run.", classes=["tf-executed"]))
 
 
 def reference_run(runs: list[dict]) -> str:
@@ -532,35 +461,31 @@ def book_numbers(root: Path) -> dict[str, str]:
 
 
 def _named(handler):
-    """A handler whose ``ChapterError`` (a ``_toc.yml`` or front matter that is not valid
-    YAML, with its file and line) stops the build with that message, not a traceback."""
-    import functools
-
+    """A handler whose ``ChapterError`` (invalid YAML, with its file and line) or invalid
+    results file stops the build with its message, not a traceback."""
     @functools.wraps(handler)
     def run(*args, **kwargs):
         try:
             return handler(*args, **kwargs)
         except chapters.ChapterError as exc:
-            from sphinx.errors import SphinxError
-
             raise SphinxError(str(exc)) from None
+        except records.BadFile as exc:
+            raise SphinxError(f"the record (results/) is invalid:\n{exc}") from None
 
     return run
 
 
 @_named
 def _numbers(app) -> dict[str, str]:
-    """``book_numbers`` of this build, computed once (the book does not change during it)."""
+    """``book_numbers`` of this build, computed once."""
     if getattr(app, "_tf_numbers", None) is None:
         app._tf_numbers = book_numbers(Path(app.srcdir))
     return app._tf_numbers
 
 
 class BookRole(SphinxRole):
-    """``{book}`index_fences```: one of ``book_numbers``, as text (``wheel_link``: the
-    link to the wheel). Each page remembers what it quoted (``env.tf_quoted``), and is
-    read again when one of those numbers changes (``_numbers_outdated``): the numbers
-    are not Sphinx configuration, whose change would read the whole book again."""
+    """``{book}`index_fences```: one of ``book_numbers`` (``wheel_link``: a link). Each page
+    keeps what it quoted (``env.tf_quoted``) for ``_outdated``."""
 
     def run(self):
         numbers = _numbers(self.env.app)
@@ -569,33 +494,18 @@ class BookRole(SphinxRole):
                 f"book: no number {self.text!r}; one of {', '.join(numbers)}", line=self.lineno)
             return [self.inliner.problematic(self.rawtext, self.rawtext, msg)], [msg]
         value = numbers[self.text]
-        _env_dict(self.env, "tf_quoted").setdefault(self.env.docname, {})[self.text] = value
+        _per_page(self.env, "tf_quoted").setdefault(self.env.docname, {})[self.text] = value
         if self.text == "wheel_link":
             return [nodes.raw("", value, format="html")], []
         return [nodes.Text(value)], []
 
 
-def _wheel_outdated(app, env, added, changed, removed):
-    """Every page when the wheel's name changed: each one's download menu and its
-    notebook's first cell name it (a new runtime is a new cache, which Sphinx sees as a
-    new configuration anyway; a new pyproject.toml is not)."""
-    name = wheel_name()
-    if getattr(env, "tf_wheel", None) == name:
-        return []
-    env.tf_wheel = name
-    return sorted(env.found_docs)
-
-
-def _numbers_outdated(app, env, added, changed, removed):
-    """The pages that quote a number of the book (``{book}``), where one they quoted changed."""
-    numbers = _numbers(app)
-    return sorted(doc for doc, quoted in getattr(env, "tf_quoted", {}).items()
-                  if any(numbers.get(k) != v for k, v in quoted.items()))
-
-
-def _repository_buttons(app, config) -> None:
-    """One setting, ``repository.url`` in _config.yml: set, the site shows the repository
-    button and the launch buttons (Colab, Binder); unset, nothing points at a repository."""
+def _configure(app, config) -> None:
+    """``repository.url`` set in _config.yml: the repository and launch buttons (Colab,
+    Binder) shown; unset: nothing points at a repository. The site search finds a pasted
+    message (upstream/search.js), unless the book names its own scorer."""
+    if not config.html_search_scorer:
+        config.html_search_scorer = str(Path(__file__).with_name("upstream") / "search.js")
     options = config.html_theme_options
     url = options.get("repository_url") or ""
     options["use_repository_button"] = bool(url)
@@ -616,11 +526,9 @@ def _key_the_cache(app, config) -> None:
 
 
 def _run_lacking(app) -> None:
-    """Execute once, read many: run the chapters the execution cache lacks under the test
-    plugin (``python -m pytest``, one worker a chapter, up to ``FENCES_WORKERS``, as
-    ``make test`` runs them), before myst-nb reads the cache; a chapter that fails stops
-    the build, named in pytest's output above (SystemExit: jupyter-book adds a traceback of
-    its own to any exception, which would bury pytest's report)."""
+    """Run the chapters the execution cache lacks under the test plugin, which stores each
+    run, before myst-nb reads the cache (one worker a chapter, ``FENCES_WORKERS``). A failure
+    stops the build by SystemExit: jupyter-book's traceback would bury pytest's report."""
     import os
     import subprocess
     import sys
@@ -650,7 +558,8 @@ def _check_book(app) -> None:
 
 
 class Record:
-    """The record as this build sees it: current and stale runs, the book's fences."""
+    """The record as this build sees it: current and stale runs, the book's fences, and
+    ``key``, the digest of all the record pages show."""
 
     def __init__(self, srcdir: Path, results: Path):
         self.current, self.digests = records.read_book(srcdir)
@@ -658,7 +567,7 @@ class Record:
         self.runs, self.stale = records.split(runs, self.current, self.digests)
         self.labels = {f.id: f.labels for f in self.current}   # each fence's # Records: words
         digest = hashlib.sha256()
-        for path in sorted(results.glob("*.json")) if results.exists() else []:
+        for path in sorted(results.glob("*.json")):
             digest.update(path.name.encode() + path.read_bytes())
         scores = Path(srcdir) / mutation.RESULTS_NAME   # the page's make mutate section
         if scores.exists():
@@ -672,37 +581,30 @@ class Record:
 @_named
 def _record(app) -> Record:
     if getattr(app, "_tf_record", None) is None:
-        try:
-            app._tf_record = Record(Path(app.srcdir), Path(app.srcdir) / app.config.fences_results)
-        except records.BadFile as exc:  # an invalid results file: named, no traceback
-            from sphinx.errors import SphinxError
-
-            raise SphinxError(f"the record (results/) is invalid:\n{exc}") from None
+        app._tf_record = Record(Path(app.srcdir), Path(app.srcdir) / app.config.fences_results)
     return app._tf_record
 
 
-def _env_dict(env, name: str) -> dict:
-    """``env.<name>``, a dict per page that the environment keeps between builds."""
-    if not isinstance(getattr(env, name, None), dict):
-        setattr(env, name, {})
-    return getattr(env, name)
-
-
-#: What the extension keeps per page in the environment: the record key a page's
-#: ``{record}`` parts were written from, the digest of its badges, the numbers it quoted.
+#: What the environment keeps per page between builds, a dict each: the record key its
+#: ``{record}`` parts were written from, its fences and their badges' digest, the numbers it quoted.
 PER_PAGE = ("tf_record_pages", "tf_marks", "tf_quoted")
+
+
+def _per_page(env, name: str) -> dict:
+    """``env.<name>``, one of ``PER_PAGE``."""
+    return vars(env).setdefault(name, {})
 
 
 def _purge_page(app, env, docname) -> None:
     for name in PER_PAGE:
-        _env_dict(env, name).pop(docname, None)
+        _per_page(env, name).pop(docname, None)
 
 
 def _merge_pages(app, env, docnames, other) -> None:
     """A parallel read's per-page entries, into the main environment."""
     for name in PER_PAGE:
         theirs = getattr(other, name, None) or {}
-        _env_dict(env, name).update({d: theirs[d] for d in docnames if d in theirs})
+        _per_page(env, name).update({d: theirs[d] for d in docnames if d in theirs})
 
 
 def record_page_key(app) -> str:
@@ -719,8 +621,7 @@ def record_page_key(app) -> str:
 
 def page_marks(rec: Record, ids: list[str]) -> tuple[list[tuple[str, records.Badge]], str]:
     """What the record puts on a chapter page with the fences ``ids``: (fence, its badge)
-    for each fence, and the line under the title. ``_add_badges`` writes exactly this, and
-    ``_record_outdated`` compares its digest."""
+    for each, and the line under the title (``_add_badges`` writes exactly this)."""
     marks = [(i, records.badge(i, rec.runs, rec.labels.get(i))) for i in ids]
     return marks, records.page_summary(ids, rec.runs) if ids else ""
 
@@ -729,49 +630,43 @@ def marks_digest(rec: Record, ids: list[str]) -> str:
     return hashlib.sha256(repr((list(ids), page_marks(rec, ids))).encode()).hexdigest()
 
 
-def page_fences(doctree) -> list[str]:
-    """The ids of the fences on a page, in order (the cells' ``fence-id``)."""
-    return [str(ident) for cell in doctree.findall(nodes.container)
+def _fence_cells(doctree) -> list[tuple[nodes.container, str]]:
+    """(cell, its ``fence-id``) for each fence on a page, in order."""
+    return [(cell, str(ident)) for cell in doctree.findall(nodes.container)
             if cell.get("nb_element") == "cell_code"
             and (ident := (cell.get("cell_metadata") or {}).get("fence-id"))]
 
 
 def _note_marks(app, doctree) -> None:
     """Keep, for the page just read, its fences and the digest of their badges."""
-    ids = page_fences(doctree)
-    _env_dict(app.env, "tf_marks")[app.env.docname] = \
-        (ids, marks_digest(_record(app), ids) if ids else "")
+    ids = [ident for _, ident in _fence_cells(doctree)]
+    _per_page(app.env, "tf_marks")[app.env.docname] = (ids, marks_digest(_record(app), ids) if ids else "")
 
 
-def _record_outdated(app, env, added, changed, removed):
-    """The pages whose record is not the one they show: each page of ``{record}`` parts
-    when the record changed (``record_page_key``), and each chapter whose badges would
-    say something else (``marks_digest`` of its fences).
-
-    Neither Sphinx nor jupyter-cache sees results/*.json, and a chapter's edit can
-    change another page's record (a stale run). Reading a page again costs no
-    execution (the outputs come from the execution cache); an unchanged page is not.
-    """
+def _outdated(app, env, added, changed, removed) -> list[str]:
+    """The pages showing what changed unseen by Sphinx: every page when the wheel's name did
+    (its download menu and notebook name it); each page whose ``{book}`` numbers, ``{record}``
+    parts (``record_page_key``) or badges (``marks_digest``) did. A page read again costs
+    no execution: its outputs come from the cache."""
     rereads = set(added) | set(changed) | set(removed)
-    key = record_page_key(app)
-    out = {doc for doc, was in _env_dict(env, "tf_record_pages").items() if was != key}
-    rec = _record(app)
+    if getattr(env, "tf_wheel", None) != wheel_name():
+        env.tf_wheel = wheel_name()
+        rereads |= env.found_docs
+    numbers, key, rec = _numbers(app), record_page_key(app), _record(app)
+    out = {doc for doc, quoted in _per_page(env, "tf_quoted").items()
+           if any(numbers.get(k) != v for k, v in quoted.items())}
+    out |= {doc for doc, was in _per_page(env, "tf_record_pages").items() if was != key}
     if getattr(env, "tf_marks_key", None) != rec.key:   # badges are a function of the record
-        for doc, (ids, digest) in _env_dict(env, "tf_marks").items():
+        for doc, (ids, digest) in _per_page(env, "tf_marks").items():
             if ids and doc not in rereads and doc not in out and marks_digest(rec, ids) != digest:
                 out.add(doc)
         env.tf_marks_key = rec.key   # every page's digest is of this record, or it is read again
-    return sorted((out & env.found_docs) - rereads)
+    return sorted((out | rereads) & env.found_docs)
 
 
 class unsearched_html(nodes.comment):  # noqa: N801 - docutils dispatches on the class name
-    """Raw HTML that Sphinx's search does not index.
-
-    Sphinx (7.4) indexes the text of raw HTML nodes but skips comment nodes
-    (``isinstance(node, nodes.comment)`` in ``sphinx.search``); translators
-    dispatch on the class name, so this node is written as the HTML it holds.
-    Used for the fence grid: hundreds of ids and marks that would flood a search.
-    """
+    """Raw HTML that Sphinx's search does not index (7.4 skips ``nodes.comment``): the
+    fence grid, hundreds of ids and marks that would flood a search."""
 
 
 def _visit_unsearched_html(self, node):
@@ -784,13 +679,8 @@ def _skip(self, node):
 
 
 class RecordDirective(SphinxDirective):
-    """``{record} part``: one part of the Verified-on page, from the record.
-
-    Parts: provenance, summary, never-run, changes, other-values, grid, errors (the
-    errors page: every message a fence proves), and mutation (``make mutate``'s scores, from ``mutate-results.json``: a
-    directive, not a code cell, so a new file re-renders the page without
-    re-executing it, like the rest of the record).
-    """
+    """``{record} part``: one part of the Verified-on page, from the record (``mutation``:
+    ``make mutate``'s scores; ``errors``: the errors page, every message a fence proves)."""
 
     required_arguments = 1
     PARTS = ("provenance", "summary", "never-run", "changes", "other-values", "grid",
@@ -821,106 +711,78 @@ class RecordDirective(SphinxDirective):
         part = self.arguments[0]
         if part not in self.PARTS:
             raise self.error(f"record: unknown part {part!r}; one of {', '.join(self.PARTS)}")
-        rec = _record(self.env.app)
-        here = self.env.docname
-        _env_dict(self.env, "tf_record_pages")[here] = record_page_key(self.env.app)
+        app, here = self.env.app, self.env.docname
+        rec = _record(app)
+        _per_page(self.env, "tf_record_pages")[here] = record_page_key(app)
 
         def url(chapter: str) -> str:
-            target = str(Path(chapter).with_suffix("").as_posix())
-            return self.env.app.builder.get_relative_uri(here, target)
+            return app.builder.get_relative_uri(here, Path(chapter).with_suffix("").as_posix())
 
-        if part == "provenance":
-            text = verified.provenance_html(rec.runs, rec.stale)
-        elif part == "summary":
-            text = verified.summary_html(rec.runs, rec.current)
-        elif part == "never-run":
-            text = verified.never_run_html(records.never_run(rec.runs, rec.current), url) \
-                if rec.runs else ""
-        elif part == "changes":
-            text = verified.changes_html(records.changes(rec.runs, rec.current), rec.current, url)
-        elif part == "other-values":
-            text = verified.other_values_html(records.changes(rec.runs, rec.current), rec.current, url)
-        elif part == "mutation":
-            text = mutation.section_html(Path(self.env.app.srcdir))
-        elif part == "errors":
+        if part == "errors":
             return self.errors(rec, url)
-        else:
+        if part == "grid":
             node = unsearched_html()
             node["html"] = verified.grid_html(rec.runs, rec.current, url)
             return [node]
-        return [nodes.raw("", text, format="html")]
+        changes = records.changes(rec.runs, rec.current) if part in ("changes", "other-values") else None
+        html = {"provenance": lambda: verified.provenance_html(rec.runs, rec.stale),
+                "summary": lambda: verified.summary_html(rec.runs, rec.current),
+                "never-run": lambda: verified.never_run_html(
+                    records.never_run(rec.runs, rec.current), url) if rec.runs else "",
+                "changes": lambda: verified.changes_html(changes, rec.current, url),
+                "other-values": lambda: verified.other_values_html(changes, rec.current, url),
+                "mutation": lambda: mutation.section_html(Path(app.srcdir))}[part]()
+        return [nodes.raw("", html, format="html")]
 
 
 def _add_badges(app, doctree, docname) -> None:
-    """A badge on each fence whose record carries news (it differs by release or build,
-    fails somewhere, has a part not yet run, or is not in the record), linking to its row
-    on the Verified-on page; and one line under the title for the page's fences.
-
-    Every fence's cell gets the id ``fence-<id>``, which the Verified-on page links to.
-    """
-    cells = [cell for cell in doctree.findall(nodes.container)
-             if cell.get("nb_element") == "cell_code"
-             and (cell.get("cell_metadata") or {}).get("fence-id")]
-    ids = [str(cell["cell_metadata"]["fence-id"]) for cell in cells]
-    if not ids:
+    """On each fence's cell the id ``fence-<id>`` (the Verified-on page links to it) and, when
+    its record carries news, a badge linking to its row there; and the page's line under its
+    title, whose "fences" links to the glossary."""
+    cells = _fence_cells(doctree)
+    if not cells:
         return
-    marks, summary = page_marks(_record(app), ids)
-    href = app.builder.get_relative_uri(docname, app.config.fences_verified_page)
-    for cell, (ident, badge) in zip(cells, marks):
+    marks, summary = page_marks(_record(app), [ident for _, ident in cells])
+    href = app.builder.get_relative_uri(docname, VERIFIED)
+    for (cell, _), (ident, badge) in zip(cells, marks):
         cell["ids"].append(f"fence-{ident}")
-        if badge.kind not in records.NEWS:
-            continue
-        link = nodes.reference("", badge.text, refuri=f"{href}#fence-{ident}", reftitle=badge.title,
-                               classes=["tf-badge", f"tf-badge-{badge.kind}"])
-        cell.insert(0, nodes.paragraph("", "", link, classes=["tf-badge-line"]))
-    sections = list(doctree.findall(nodes.section))
-    if not sections:
-        return
+        if badge.kind in records.NEWS:
+            link = nodes.reference("", badge.text, refuri=f"{href}#fence-{ident}", reftitle=badge.title,
+                                   classes=["tf-badge", f"tf-badge-{badge.kind}"])
+            cell.insert(0, nodes.paragraph("", "", link, classes=["tf-badge-line"]))
     para = nodes.paragraph(classes=["tf-page-record"])
-    glossary = app.config.fences_glossary_page
     before, word, after = summary.partition(" fences ")
-    if word and glossary in app.env.found_docs:   # the page's first word of the book's own: defined
-        term = app.builder.get_relative_uri(docname, glossary) + "#term-fence"
+    if word and GLOSSARY in app.env.found_docs:   # the page's first word of the book's own: defined
+        term = app.builder.get_relative_uri(docname, GLOSSARY) + "#term-fence"
         para += [nodes.Text(before + " "), nodes.reference("", "fences", refuri=term),
                  nodes.Text(" " + after + " ")]
     else:
         para += nodes.Text(summary + " ")
-    changes = app.builder.get_relative_uri(docname, app.config.fences_changes_page)
+    changes = app.builder.get_relative_uri(docname, CHANGES)
     para += nodes.reference("", "What changed between releases", refuri=changes)
-    title = sections[0].next_node(nodes.title)
-    title.parent.insert(title.parent.index(title) + 1, para)
+    _under_title(doctree, para)
 
 
 def _sweep(app, exception) -> None:
-    """After a build: remove the pages (and their sources and notebooks) of documents no
-    longer in the book. An incremental build writes only the pages it has; a chapter taken
-    out of the book would keep its old page, passing for one that is built."""
+    """After an HTML build: remove the pages, sources and notebooks of documents no longer
+    in the book, which would pass for built pages."""
     if exception is not None or app.builder.format != "html":
         return
     out = Path(app.outdir)
     keep = set(app.env.found_docs) | {"genindex", "search", "index", "py-modindex"}
     for page in out.rglob("*.html"):
         rel = page.relative_to(out)
-        if rel.parts[0].startswith("_") or rel.with_suffix("").as_posix() in keep:
-            continue
         doc = rel.with_suffix("").as_posix()
+        if rel.parts[0].startswith("_") or doc in keep:
+            continue
         for stale in [page, *(out / "_sources").glob(f"{doc}.*"),
                       *(out.parent / "jupyter_execute").glob(f"{doc}.*")]:
             stale.unlink(missing_ok=True)
 
 
-def _search_scorer(app, config) -> None:
-    """The site search finds a pasted message (fencecheck/upstream/search.js), unless the
-    book's configuration names its own scorer."""
-    if not config.html_search_scorer:
-        config.html_search_scorer = str(Path(__file__).with_name("upstream") / "search.js")
-
-
 def _static_outdated(app, env, added, changed, removed) -> list[str]:
-    """Sphinx (7.4) copies the static files (``html_static_path``, and
-    ``language_data.js``, which holds the search's stemmer and scorer) only when it
-    writes a page: an edit of one of them alone left the old copy. When their digest
-    changed, the landing page is read again, so Sphinx writes, and copies them."""
+    """The landing page, when the static files' digest changed: Sphinx (7.4) copies them
+    (and ``language_data.js``, the search's stemmer and scorer) only when it writes a page."""
     files = [Path(app.config.html_search_scorer)] if app.config.html_search_scorer else []
     for entry in app.config.html_static_path:
         folder = Path(app.confdir) / entry
@@ -936,43 +798,28 @@ def _static_outdated(app, env, added, changed, removed) -> list[str]:
 
 def setup(app):
     app.add_config_value("fences_results", "results", "env")
-    app.add_config_value("fences_verified_page", "book/verified", "env")
-    app.add_config_value("fences_changes_page", "book/changes", "env")
-    app.add_config_value("fences_glossary_page", "book/glossary", "env")
     app.add_config_value("fences_wheel_cache", "", "")
     app.add_config_value("fences_run_lacking", False, "")
     app.add_node(unsearched_html, html=(_visit_unsearched_html, None),
                  latex=(_skip, None), text=(_skip, None), man=(_skip, None), texinfo=(_skip, None))
     app.add_directive("record", RecordDirective)
-    app.add_role("book", BookRole())
-    app.connect("env-get-outdated", _record_outdated)
-    app.connect("env-purge-doc", _purge_page)
-    app.connect("env-merge-info", _merge_pages)
-    app.connect("doctree-read", _note_marks)
-    app.connect("doctree-resolved", _add_badges)
-    app.connect("doctree-read", _fold_proofs)
     app.add_directive("cited", Cited)
-    app.connect("config-inited", _key_the_cache)
-    app.connect("config-inited", _repository_buttons)
-    app.connect("config-inited", _search_scorer)
-    app.connect("env-get-outdated", _static_outdated)
-    app.connect("html-collect-pages", upstream_sphinx.keep_index_entries)
-    app.connect("env-get-outdated", upstream_sphinx.entries_outdated)
-    app.connect("env-get-outdated", _numbers_outdated)
-    app.connect("env-get-outdated", _wheel_outdated)
-    app.connect("doctree-resolved", _executed_with)
-    app.connect("build-finished", _ship_wheel)
-    app.connect("build-finished", _sweep)
-    app.connect("builder-inited", _check_book)
-    app.connect("builder-inited", _run_lacking)
-    app.connect("html-page-context", _dedupe_scripts)
-    app.connect("source-read", _check_source)
+    app.add_role("book", BookRole())
+    for event, handler in [
+            ("config-inited", _key_the_cache), ("config-inited", _configure), ("builder-inited", _check_book),
+            ("builder-inited", _run_lacking), ("source-read", _check_source),
+            ("env-get-outdated", _outdated), ("env-get-outdated", _static_outdated),
+            ("env-get-outdated", upstream_sphinx.entries_outdated), ("env-purge-doc", _purge_page),
+            ("env-merge-info", _merge_pages), ("doctree-read", _note_marks), ("doctree-read", _fold_proofs),
+            ("doctree-resolved", _add_badges), ("doctree-resolved", _executed_with),
+            ("html-collect-pages", upstream_sphinx.keep_index_entries),
+            ("html-page-context", lambda app, page, template, context, doctree: theme.dedupe_scripts(context)),
+            ("build-finished", _ship_wheel), ("build-finished", _sweep)]:
+        app.connect(event, handler)
     app.connect("html-page-context", _offer_notebook, priority=500)
     app.connect("html-page-context", _offer_wheel, priority=900)  # after the theme's menu
-    # The search index's stems live in the saved environment: a new stemming rule
-    # (fencecheck.search) is a new env_version, so no page keeps the old stems; what the
-    # environment keeps per page (PER_PAGE) is new in 2; how a read page is folded
-    # (_fold_proofs: a reference page's tables shown) is new in 3. Each is a new version.
+    # A new stemming rule (search.ENV_VERSION) or a change of what a page's read keeps is a
+    # new env_version: no page keeps the old (3: a reference page's proof tables shown).
     app.add_search_language(search.BookEnglish)
     return {"version": "3", "env_version": 10 * 3 + search.ENV_VERSION,
             "parallel_read_safe": True, "parallel_write_safe": True}

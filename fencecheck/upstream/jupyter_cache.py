@@ -1,19 +1,9 @@
 """jupyter-cache (written against 1.0.1): the execution cache the build reads.
 
-- ``execute``: ``jupyter_cache.executors.utils.single_nb_execution``, the
-  nbclient call jupyter-cache's own executors make: ``make bench`` times a
-  chapter's plain run with it (the least a code edit costs).
-- ``get_cache``: jupyter-cache's, with its database made under a lock: the first use
-  of a new cache creates its tables, and two processes doing that at once (pytest-xdist
-  workers on a new key: each release of the matrix) failed with "table nbcache already
-  exists".
-- ``store``: ``CacheBundleIn`` + ``cache_notebook_bundle``, the write the
-  executors make after a run; the test plugin stores each chapter it ran
-  this way, with what it recorded in the bundle's ``data``.
-- ``stored``: ``match_cache_notebook`` + ``get_cache_bundle``: a chapter's
-  executed notebook and its ``data``, or None.
-- ``merge_outputs``: ``merge_match_into_notebook`` (public), used to put
-  outputs back into myst-nb's output-less download (see ``.myst_nb``).
+``execute`` is the nbclient run jupyter-cache's executors make (``make bench`` times it);
+``store`` and ``stored`` are the write they make after a run and the read of a chapter's
+run with its ``data``; ``get_cache`` creates a new cache's database under a lock (two
+pytest-xdist workers doing it at once failed with "table nbcache already exists").
 """
 from __future__ import annotations
 
@@ -32,8 +22,7 @@ __all__ = ["get_cache", "execute", "store", "stored", "check"]
 @contextlib.contextmanager
 def _locked(path):
     """The cache folder's lock: one process at a time creates the database, or writes or
-    reads a record and its notebook (a reader found a record whose notebook another
-    worker was replacing: "Notebook file does not exist for cache record")."""
+    reads a record and its notebook (a reader could find a notebook being replaced)."""
     Path(path).mkdir(parents=True, exist_ok=True)
     with open(Path(path) / "create.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -49,17 +38,9 @@ def get_cache(path):
 
 
 def execute(nb, cwd: str, timeout: float, km=None):
-    """Run ``nb`` in a fresh kernel; returns (ok, seconds).
-
-    The kernel is stopped at once when the last cell is done (nbclient's
-    ``shutdown_kernel="immediate"``, passed through ``single_nb_execution``'s
-    keyword arguments): its outputs are collected, and a graceful shutdown
-    cost about a second of every edited chapter's rebuild here.
-
-    ``km``: a kernel already started for this notebook and not yet used
-    (nbclient's ``km`` argument); nbclient leaves a kernel it did not start
-    running, so the caller stops it.
-    """
+    """Run ``nb`` in a fresh kernel (or ``km``, started and unused, which the caller stops);
+    returns (ok, seconds). The kernel stops at once when done: a graceful shutdown cost
+    about a second of every rebuild."""
     result = single_nb_execution(nb, cwd=cwd, timeout=timeout, allow_errors=False,
                                  meta_override=True, shutdown_kernel="immediate", km=km)
     return result.err is None, result.time
@@ -68,28 +49,20 @@ def execute(nb, cwd: str, timeout: float, km=None):
 def store(cache, nb, uri: str, seconds: float, data: dict | None = None) -> None:
     """Cache ``nb`` (executed) under the hash of its code cells, replacing an older run."""
     with _locked(cache.path):
-        _store(cache, nb, uri, seconds, data)
-
-
-def _store(cache, nb, uri: str, seconds: float, data: dict | None = None) -> None:
-    cache.cache_notebook_bundle(
-        CacheBundleIn(nb, uri, data={"execution_seconds": seconds, **(data or {})}),
-        check_validity=False, overwrite=True)
+        cache.cache_notebook_bundle(
+            CacheBundleIn(nb, uri, data={"execution_seconds": seconds, **(data or {})}),
+            check_validity=False, overwrite=True)
 
 
 def stored(cache, nb):
     """(the executed notebook the cache holds for ``nb``'s code, its record's ``data``),
     or None when it holds none. Its cells are the code cells only, in order."""
     with _locked(cache.path):
-        return _stored(cache, nb)
-
-
-def _stored(cache, nb):
-    try:
-        record = cache.match_cache_notebook(nb)
-    except KeyError:
-        return None
-    return cache.get_cache_bundle(record.pk).nb, dict(record.data or {})
+        try:
+            record = cache.match_cache_notebook(nb)
+        except KeyError:
+            return None
+        return cache.get_cache_bundle(record.pk).nb, dict(record.data or {})
 
 
 def check() -> None:

@@ -1,14 +1,9 @@
 """myst-nb (written against 1.4.0) and myst-parser (3.0.1): how the build reads a chapter.
 
-- ``read_notebook``: myst-nb's own reader (``myst_nb.core.read``, not a
-  documented API): the one reader of a chapter (``fencecheck.chapter.parse``), for
-  the test plugin, the lint, mutate, the record and the landing
-  page's numbers, configured as the build is, so all of them see the cells
-  the build executes.
-- ``executed_notebook``: myst-nb writes ``jupyter_execute/<page>.ipynb`` from
-  the notebook it *read*, not the one merged with the execution cache, so a
-  page served from the cache is written without outputs (myst-nb 1.x).
-  ``fencecheck.sphinx`` merges the outputs back before offering the download.
+``read_notebook`` is myst-nb's own reader (``myst_nb.core.read``, not a documented API),
+the one reader of a chapter (``fencecheck.chapter.parse``), configured as the build is.
+The rest reach into the build: where myst-nb writes a page's notebook (from the notebook
+it read, so without the cache's outputs), its cache, its record of a run, its folds.
 """
 from __future__ import annotations
 
@@ -25,12 +20,10 @@ __all__ = ["format_plain_text", "read_notebook", "executed_notebook", "cache_pat
 
 
 def read_notebook(path: Path, text: str, extensions: tuple[str, ...]):
-    """The chapter as myst-nb's reader makes it, with the MyST ``extensions`` the build
-    enables (``colon_fence`` decides whether a code cell in a ``:::`` block is a cell).
-    ``nb.metadata.source_map`` holds each cell's first line (1-based).
-
-    Kept on disk per text, path and extensions (``fencecheck.chapter.cached_notebook``).
-    """
+    """The chapter as myst-nb's reader makes it, with the build's MyST ``extensions``
+    (``colon_fence`` decides whether a code cell in a ``:::`` block is a cell);
+    ``nb.metadata.source_map`` holds each cell's first line (1-based). Kept on disk
+    (``fencecheck.chapter.cached_notebook``)."""
     from importlib.metadata import version
 
     from ..chapter import cached_notebook
@@ -52,22 +45,16 @@ def cache_path_of(app) -> str:
 
 
 def exec_data(env, docname: str) -> dict | None:
-    """What myst-nb recorded of the page's execution: ``mtime``, ``runtime``, ``succeeded``.
-
-    Read from ``NbMetadataCollector`` (``myst_nb.sphinx_``), which the
-    execution statistics table also reads.
-    """
+    """What myst-nb recorded of the page's execution (``mtime``, ``runtime``, ``succeeded``)."""
     from myst_nb.sphinx_ import NbMetadataCollector
 
     return NbMetadataCollector.get_doc_data(env).get(docname, {}).get("exec_data")
 
 
 def fold_cell(cell, show: str, hide: str, mode: str = "all") -> None:
-    """Fold a code cell's source and outputs behind one summary, as the ``hide-cell`` tag
-    does (``mode="input"``: its source only, as ``hide-input``): myst-nb's
-    ``HideInputCells`` post-transform reads ``hide_mode``, ``prompt_show`` and
-    ``prompt_hide`` from the cell's container node. Set before post-transforms run
-    (``doctree-read``)."""
+    """Fold a code cell's source and outputs (``mode="input"``: its source) behind one
+    summary, as ``hide-cell`` (``hide-input``) does: set before myst-nb's
+    ``HideInputCells`` post-transform reads them."""
     cell["hide_mode"] = mode
     cell["prompt_show"] = show
     cell["prompt_hide"] = hide

@@ -1,17 +1,9 @@
 """nbval (written against 0.11.0): the notebook collector the test plugin extends.
 
-nbval has no public extension API. ``fencecheck.pytest_plugin`` subclasses its
-collector ``IPyNbFile`` and item ``IPyNbCell`` and relies on these
-attributes of them:
-
-- ``IPyNbFile.kernel`` (the running kernel; the plugin shares one between
-  chapters), ``IPyNbFile.setup_sanitize_files()`` (what ``setup`` does
-  besides starting the kernel), ``IPyNbFile.timed_out``,
-  ``IPyNbFile.compare_outputs`` (False: outputs are never compared);
-- ``IPyNbCell.cell`` and ``IPyNbCell.test_outputs`` (the cell's outputs
-  after ``runtest``);
-- ``--nbval-cell-timeout``'s default, 2000, meaning "not given";
-- ``RunningKernel.kc`` (its kernel client), for ``keep_history``.
+nbval has no public extension API. ``fencecheck.pytest_plugin`` subclasses ``IPyNbFile``
+(relying on its ``kernel``, ``setup_sanitize_files()``, ``timed_out``, ``compare_outputs``)
+and ``IPyNbCell`` (its ``cell``, ``test_outputs``); the default of
+``--nbval-cell-timeout`` means "not given"; ``keep_history`` patches ``RunningKernel.kc``.
 """
 from __future__ import annotations
 
@@ -27,10 +19,8 @@ DEFAULT_CELL_TIMEOUT = 2000
 
 def keep_history(kernel) -> None:
     """Make ``kernel.execute_cell_input`` store the input in IPython's history when
-    ``kernel.keeps_history`` is true, as a notebook does. nbval sends every cell with
-    ``store_history=False``: then a trailing ``;`` does not hide the cell's value (IPython
-    reads the last stored input to decide) and the cell is not counted, so a test run would
-    show what a reader's run does not."""
+    ``kernel.keeps_history`` is true, as a notebook does: nbval's ``store_history=False``
+    lets a trailing ``;`` show the cell's value and leaves the cell uncounted."""
     kernel.keeps_history = False
 
     def execute_cell_input(cell_input, allow_stdin=None):

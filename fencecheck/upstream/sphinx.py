@@ -1,28 +1,14 @@
 """Sphinx's HTML search (written against Sphinx 7.4.7), for ``fencecheck.search``.
 
-- ``porter_js``: the JavaScript of the Snowball Porter stemmer Sphinx ships
-  (``sphinx/search/minified-js``): generated from the same Snowball source as the
-  Python ``snowballstemmer`` that indexes the pages, so the query and the index stem
-  a word alike. Sphinx's English search puts an older hand-written Porter stemmer
-  in the page instead (``sphinx.search.en.js_porter_stemmer``), which stems some
-  words otherwise ("vs", "analogies").
-- What ``check`` holds the installed Sphinx to, the facts ``fencecheck.search``
-  works around: the page's search drops a stopword before stemming a query word
-  while the index drops one after (``IndexBuilder.feed``: a word whose stem is a
-  stopword is indexed unstemmed), and it looks a term up as a property of a plain
-  object (``terms[word]``), so a term named like a property of
-  ``Object.prototype`` ("constructor") stops the search with a TypeError
-  (sphinx-doc/sphinx#13096, fixed in 8.2 with ``hasOwnProperty``). When a Sphinx
-  release changes these, ``check`` fails and ``fencecheck.search`` is revisited.
-- ``search.js`` (beside this module): the page's search, for a pasted message. It
-  replaces members of searchtools.js's ``Search`` (``_parseQuery``,
-  ``_performSearch``, ``htmlToText``) and reads ``Search._index``; ``check`` holds
-  searchtools.js to their signatures and to the index's fields it reads.
-- ``keep_index_entries``: the index entries of the pages an incremental build does
-  not write are lost from ``searchindex.js`` (sphinx-doc/sphinx#12599, open): the
-  errors page's messages, each an entry, then found nothing. Kept beside the
-  environment and put back into ``IndexBuilder._index_entries`` before the index is
-  written.
+- ``porter_js``: the JavaScript Snowball Porter stemmer Sphinx ships (``minified-js``), from
+  the same source as the ``snowballstemmer`` that indexes the pages; Sphinx's English puts
+  an older hand-written stemmer in the page, which stems some words otherwise ("vs").
+- ``check`` holds Sphinx to what ``fencecheck.search`` works around (a stopword dropped
+  before stemming a query word, after stemming an indexed one; terms looked up as plain
+  object properties, sphinx-doc/sphinx#13096), and searchtools.js to the members
+  ``search.js`` (beside this module) replaces and the index fields it reads.
+- ``keep_index_entries``: an incremental build loses the index entries of the pages it
+  does not write (sphinx-doc/sphinx#12599, open); they are kept beside the environment.
 """
 from __future__ import annotations
 
@@ -34,24 +20,18 @@ __all__ = ["porter_js", "keep_index_entries", "entries_outdated", "check"]
 ENTRIES = "tf-index-entries.json"
 
 
-def _folder() -> Path:
-    import sphinx.search
-
-    return Path(sphinx.search.__file__).parent / "minified-js"
-
-
 def porter_js() -> str:
     """JavaScript defining ``BaseStemmer`` and ``PorterStemmer`` (with ``stemWord``)."""
-    return "\n".join((_folder() / name).read_text(encoding="utf-8")
-                     for name in ("base-stemmer.js", "porter-stemmer.js"))
+    import sphinx.search
+
+    folder = Path(sphinx.search.__file__).parent / "minified-js"
+    return "\n".join((folder / name).read_text(encoding="utf-8") for name in ("base-stemmer.js", "porter-stemmer.js"))
 
 
 def keep_index_entries(app) -> list:
-    """``html-collect-pages`` (emitted before the search index is written): put back the
-    index entries of the pages this build did not write, and keep every page's for the
-    next build. ``IndexBuilder.load`` restores terms and titles from the old
-    searchindex.js but not the entries, and the environment is saved before the pages
-    are fed to the index, so an incremental build kept only the written pages' entries."""
+    """``html-collect-pages`` (before the search index is written): put back into
+    ``IndexBuilder._index_entries`` those of the pages this build did not write, and keep
+    every page's for the next build."""
     import json
 
     indexer = getattr(app.builder, "indexer", None)
@@ -66,14 +46,13 @@ def keep_index_entries(app) -> list:
     for doc, rows in kept.items():
         if doc not in entries and doc in app.env.all_docs:
             entries[doc] = [tuple(row) for row in rows]
-    path.write_text(json.dumps({doc: [list(row) for row in rows] for doc, rows in entries.items()
-                                if doc in app.env.all_docs}), encoding="utf-8")
+    path.write_text(json.dumps({doc: rows for doc, rows in entries.items() if doc in app.env.all_docs}),
+                    encoding="utf-8")
     return []
 
 
 def entries_outdated(app, env, added, changed, removed) -> list[str]:
-    """``env-get-outdated``: with no kept entries (a build before ``keep_index_entries``,
-    or its file lost) every page is written again, so that every page's are known."""
+    """``env-get-outdated``: every page, when no entries are kept, so that all are known."""
     return [] if (Path(app.doctreedir) / ENTRIES).exists() else sorted(env.found_docs)
 
 
@@ -95,9 +74,9 @@ def check() -> None:
     assert "indexentries" not in inspect.getsource(sphinx.search.IndexBuilder.load), \
         "Sphinx's IndexBuilder.load restores index entries (sphinx-doc/sphinx#12599 fixed?): " \
         "keep_index_entries may go"
-    assert "self._index_entries[docname] = sorted(_index_entries)" in inspect.getsource(
-        sphinx.search.IndexBuilder.feed), "Sphinx's IndexBuilder no longer keeps _index_entries"
     feed = inspect.getsource(sphinx.search.IndexBuilder.feed)
+    assert "self._index_entries[docname] = sorted(_index_entries)" in feed, \
+        "Sphinx's IndexBuilder no longer keeps _index_entries"
     assert "if not _filter(stemmed_word) and _filter(word):" in feed, \
         "Sphinx's index no longer keeps a word whose stem is a stopword unstemmed"
     tools = (Path(sphinx.search.__file__).parents[1] / "themes" / "basic" / "static"
