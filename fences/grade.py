@@ -1,27 +1,5 @@
-"""Graded exercises: a check that names what is wrong, proven on every run.
-
-An exercise in a chapter has three cells:
-
-1. the reader's cell (tag ``answer``): ``answer = None``, to be replaced;
-2. the check cell (tag ``check``): defines ``check_<name>(answer)`` with
-   :func:`compare` and calls :func:`grade` on the reader's answer. An
-   unanswered exercise prints a hint and passes, so the notebook still runs
-   top to bottom; a wrong answer raises :class:`Wrong`, naming what differs;
-3. the hidden solution (tag ``fence``): :func:`prove` runs the check on the
-   solution (it must pass) and on each stated wrong answer (it must fail,
-   with a message matching what the wrong answer gets wrong). The chapter
-   runs this on every release of the matrix, so every check is proven to
-   grade right wherever the book is verified.
-
-::
-
-    def check_like(answer):
-        fences.grade.compare(answer, torch.zeros(2, 3, dtype=torch.int8))
-
-    fences.grade.grade(check_like, answer)          # in the reader's cell
-    fences.grade.prove(check_like, solution=torch.zeros_like(t),
-                       wrong=[(torch.zeros(2, 3), "dtype")])  # in the solution
-"""
+"""Graded exercises: ``compare`` names what is wrong, ``grade`` grades the reader's answer,
+``prove`` proves the check on the solution and on stated wrong answers (docs/chapters.md)."""
 from __future__ import annotations
 
 import re
@@ -44,13 +22,16 @@ def _is_array(x) -> bool:
     return type(x).__module__ == "numpy" and hasattr(x, "strides")
 
 
+def _is_shape(x) -> bool:
+    return type(x).__name__ == "Size" or (isinstance(x, tuple) and all(type(n) is int for n in x))
+
+
 def compare(answer, expected, what: str = "answer", strides: bool = False) -> None:
     """Raise :class:`Wrong` naming the first difference between ``answer`` and ``expected``.
 
-    Tensors are compared by type, shape, dtype, device, (with ``strides=True``)
-    stride and storage offset, then values, naming the first wrong element;
-    NaN equals NaN. Mappings by key, sequences element by element, anything
-    else with ``==``.
+    Tensors by type, shape, dtype, device, (with ``strides``) stride and storage offset,
+    then values (NaN equals NaN); arrays likewise; mappings by key, sequences by element,
+    anything else with ``==``.
     """
     if _is_tensor(expected):
         _compare_tensor(answer, expected, what, strides)
@@ -67,8 +48,7 @@ def compare(answer, expected, what: str = "answer", strides: bool = False) -> No
             compare(answer[key], expected[key], f"{what}[{key!r}]", strides)
     elif isinstance(expected, (list, tuple)) and not _is_shape(expected):
         if not isinstance(answer, (list, tuple)):
-            raise Wrong(f"{what}: expected a {type(expected).__name__}, "
-                        f"got {type(answer).__name__}")
+            raise Wrong(f"{what}: expected a {type(expected).__name__}, got {type(answer).__name__}")
         if len(answer) != len(expected):
             raise Wrong(f"{what}: expected {len(expected)} items, got {len(answer)}")
         for i, (a, e) in enumerate(zip(answer, expected)):
@@ -82,25 +62,15 @@ def compare(answer, expected, what: str = "answer", strides: bool = False) -> No
             raise Wrong(f"{what}: expected {expected!r}, got {answer!r}")
 
 
-def _is_shape(x) -> bool:
-    return type(x).__name__ == "Size" or (
-        isinstance(x, tuple) and all(type(n) is int for n in x))
-
-
 def _compare_tensor(answer, expected, what: str, strides: bool) -> None:
     if not _is_tensor(answer):
         raise Wrong(f"{what}: expected a tensor, got {type(answer).__name__}")
-    for part in ("shape", "dtype", "device"):
-        a, e = getattr(answer, part), getattr(expected, part)
-        if a != e:
-            raise Wrong(f"{what}: {part} differs: expected {e}, got {a}")
-    if strides:
-        if answer.stride() != expected.stride():
-            raise Wrong(f"{what}: stride differs: expected {expected.stride()}, "
-                        f"got {answer.stride()}")
-        if answer.storage_offset() != expected.storage_offset():
-            raise Wrong(f"{what}: storage offset differs: expected "
-                        f"{expected.storage_offset()}, got {answer.storage_offset()}")
+    _compare_parts(answer, expected, what, ("shape", "dtype", "device"))
+    if strides and answer.stride() != expected.stride():
+        raise Wrong(f"{what}: stride differs: expected {expected.stride()}, got {answer.stride()}")
+    if strides and answer.storage_offset() != expected.storage_offset():
+        raise Wrong(f"{what}: storage offset differs: expected "
+                    f"{expected.storage_offset()}, got {answer.storage_offset()}")
     if answer.device.type == "meta":
         return
     a, e = answer.detach().cpu(), expected.detach().cpu()
@@ -108,8 +78,7 @@ def _compare_tensor(answer, expected, what: str, strides: bool) -> None:
     if a.is_floating_point() or a.is_complex():
         same = same | ((a != a) & (e != e))  # NaN matches NaN
     if not bool(same.all()):
-        bad = (~same).nonzero()[0].tolist()
-        where = tuple(bad)
+        where = tuple((~same).nonzero()[0].tolist())
         raise Wrong(f"{what}: values differ: first at index {where}: expected "
                     f"{e[where].item()!r}, got {a[where].item()!r}"
                     f" ({int((~same).sum())} of {same.numel()} elements differ)")
@@ -120,10 +89,7 @@ def _compare_array(answer, expected, what: str) -> None:
 
     if not _is_array(answer):
         raise Wrong(f"{what}: expected a NumPy array, got {type(answer).__name__}")
-    for part in ("shape", "dtype"):
-        a, e = getattr(answer, part), getattr(expected, part)
-        if a != e:
-            raise Wrong(f"{what}: {part} differs: expected {e}, got {a}")
+    _compare_parts(answer, expected, what, ("shape", "dtype"))
     same = (answer == expected) | (np.isnan(answer) & np.isnan(expected)) \
         if answer.dtype.kind in "fc" else answer == expected
     if not same.all():
@@ -132,13 +98,16 @@ def _compare_array(answer, expected, what: str) -> None:
                     f"{expected[where]!r}, got {answer[where]!r}")
 
 
-def grade(check, answer) -> None:
-    """Grade the reader's answer with ``check``: print the verdict.
+def _compare_parts(answer, expected, what: str, parts: tuple[str, ...]) -> None:
+    for part in parts:
+        a, e = getattr(answer, part), getattr(expected, part)
+        if a != e:
+            raise Wrong(f"{what}: {part} differs: expected {e}, got {a}")
 
-    Unanswered (``None`` or ``...``): prints a hint. Right: prints
-    "Correct.". Wrong: ``check`` raises :class:`Wrong`, and the cell fails
-    with its message. Returns None, so a cell ending in it shows no value.
-    """
+
+def grade(check, answer) -> None:
+    """Grade the reader's answer with ``check``: unanswered prints a hint, right prints
+    "Correct.", wrong lets ``check``'s :class:`Wrong` fail the cell."""
     if any(answer is u for u in UNANSWERED):
         print("Not answered yet: replace `None` in `answer` above, then run this cell.")
         return
@@ -147,13 +116,8 @@ def grade(check, answer) -> None:
 
 
 def prove(check, solution, wrong: dict | list) -> None:
-    """Assert that ``check`` passes ``solution`` and fails every wrong answer.
-
-    ``wrong`` maps each wrong answer to a regular expression the check's
-    message must match (what the wrong answer gets wrong), or is a list of
-    ``(answer, pattern)`` pairs when the answers are not hashable. Prints one
-    line per answer graded.
-    """
+    """Assert that ``check`` passes ``solution`` and refuses every wrong answer with a message
+    matching its pattern; ``wrong`` maps answer -> pattern, or lists (answer, pattern) pairs."""
     pairs = list(wrong.items()) if isinstance(wrong, dict) else list(wrong)
     if not pairs:
         raise ValueError("prove() needs at least one wrong answer")

@@ -1,11 +1,9 @@
-"""Hypothesis strategies that reach the edges a universal claim must survive.
-
-Used with :func:`fences.forall`. Shapes include 0-d, size-0 and size-1
-dimensions; layouts include contiguous, transposed (non-dense order),
-stepped slices (gaps), expanded (stride 0: overlapping) and a storage
-offset; float values include NaN, ±inf, ±0, subnormals and the extremes.
-"""
+"""Hypothesis strategies for :func:`fences.forall` that reach the edges: shapes with 0-d, size-0
+and size-1 dimensions; layouts contiguous, transposed, stepped, expanded (stride 0) and offset;
+floats with NaN, ±inf, ±0, subnormals and the extremes."""
 from __future__ import annotations
+
+from math import prod
 
 from hypothesis import strategies as st
 
@@ -19,43 +17,28 @@ def shapes(max_dims: int = 4, max_side: int = 4):
 
 def floats(width: int = 32):
     """Python floats representable at ``width`` bits, with NaN, ±inf and subnormals."""
-    return st.floats(width=width, allow_nan=True, allow_infinity=True,
-                     allow_subnormal=True)
+    return st.floats(width=width, allow_nan=True, allow_infinity=True, allow_subnormal=True)
 
 
 @st.composite
 def layouts(draw, shape_strategy=None, dtype=None):
-    """A tensor of a drawn shape in a drawn layout; returns ``(tensor, layout)``.
-
-    Values are ``arange`` over the storage, so every element is distinct
-    except where the layout overlaps (``expanded``).
-    """
+    """``(tensor, layout)``: a tensor of a drawn shape in a drawn layout, its values ``arange``
+    over the storage (distinct except where ``expanded`` overlaps)."""
     import torch
 
     dtype = dtype or torch.float32
     shape = draw(shape_strategy if shape_strategy is not None else shapes())
     layout = draw(st.sampled_from(LAYOUTS))
-    n = 1
-    for side in shape:
-        n *= side
+    n = prod(shape)
     if layout == "transposed" and len(shape) >= 2:
-        base = torch.arange(n, dtype=dtype).reshape(shape[::-1]) if n else \
-            torch.empty(shape[::-1], dtype=dtype)
+        base = torch.arange(n, dtype=dtype).reshape(shape[::-1]) if n else torch.empty(shape[::-1], dtype=dtype)
         return base.permute(*reversed(range(len(shape)))), layout
     if layout == "stepped" and len(shape) >= 1:
         big = (shape[0] * 2,) + tuple(shape[1:])
-        m = 1
-        for side in big:
-            m *= side
-        base = torch.arange(m, dtype=dtype).reshape(big)
-        return base[::2], layout
+        return torch.arange(prod(big), dtype=dtype).reshape(big)[::2], layout
     if layout == "expanded" and len(shape) >= 1:
-        inner = 1
-        for side in shape[1:]:
-            inner *= side
-        row = torch.arange(inner, dtype=dtype)
+        row = torch.arange(prod(shape[1:]), dtype=dtype)
         return row.reshape((1,) + tuple(shape[1:])).expand(shape), layout
     if layout == "offset":
-        flat = torch.arange(n + 3, dtype=dtype)
-        return flat[3:].reshape(shape), layout
+        return torch.arange(n + 3, dtype=dtype)[3:].reshape(shape), layout
     return torch.arange(n, dtype=dtype).reshape(shape), "contiguous"
