@@ -1,13 +1,5 @@
-"""A chapter's run, executed once and read many times: the harness's kernel-side code,
-the run kept in the execution cache (``Stored``), and which chapters lack one
-(``missing``: the site build runs those first, ``fencecheck.sphinx._run_lacking``).
-
-The test plugin (``fencecheck.pytest_plugin``) executes a chapter in a fresh kernel and
-stores the run in the execution cache the site build reads (``fencecheck.cachekey``:
-keyed on torch, Python, what a chapter can import and the runtime; within it, on the
-chapter's code cells). The site renders it; the next test run reads each cell's outcome
-back instead of executing; ``make book`` executes (through the plugin) only the
-chapters ``missing`` names.
+"""A chapter's run, executed once and read many times: the harness's kernel-side code, the
+run kept in the execution cache (``Stored``), and which chapters lack one (``missing``).
 """
 from __future__ import annotations
 
@@ -21,15 +13,10 @@ from fences import OBSERVE_MARKER, RAISED_MARKER, RECORD_ENV
 
 from . import cachekey
 
-#: The network guard, the first thing each chapter's kernel runs: a fence cannot reach
-#: outside. pytest-socket (or any guard in this process) cannot do it: it patches the
-#: ``socket`` module of the pytest process, and the fences run in another process, the
-#: chapter's ipykernel, which this cell patches instead. Internet sockets (AF_INET,
-#: AF_INET6) refuse to connect or send and a host name is not resolved, with a
-#: RuntimeError (not an OSError, which code under test may catch as "offline"); Unix
-#: sockets and pipes (multiprocessing, a DataLoader's workers) and the kernel's own ZeroMQ
-#: channels (not Python sockets) are untouched. Not a sandbox: code that undoes the patch
-#: gets through; a fence does not.
+#: The first thing each chapter's kernel runs: Internet sockets refuse to connect or send, and
+#: a host name is not resolved, with a RuntimeError (an OSError might be caught as "offline").
+#: It patches the kernel's ``socket``, which pytest-socket in the pytest process cannot. Unix
+#: sockets, pipes and the kernel's ZeroMQ channels are untouched. Not a sandbox.
 NETWORK_GUARD = r"""
 def _fences_guard_network():
     import socket
@@ -68,29 +55,19 @@ SNAPSHOT = (
     "fences.state.snapshot()"
 )
 CHECK = "fences.state.check()"
-
 #: Run in each fresh kernel before the chapter's first cell, allowed ``WARM_UP_TIMEOUT`` s.
 WARM_UP = "import fences.state"
 WARM_UP_TIMEOUT = 600
-
-#: The harness's kernel-side code: a stored run is read back only when it is the same
-#: (the runtime it loads, ``fences/``, is part of the cache key).
-#: (and how it runs a chapter's cells: the version, 2 since they are kept in IPython's history)
+#: The harness's kernel-side code (and "2": its cells are kept in IPython's history): a stored
+#: run is read back only when made by the same.
 HARNESS = hashlib.sha256("\n".join(("2", SNAPSHOT, CHECK, WARM_UP, RECORD_ENV)).encode()).hexdigest()[:16]
+MARKERS = (OBSERVE_MARKER, RAISED_MARKER)
 
 
 class Stored:
-    """A chapter's run kept in the execution cache: the notebook the site build renders
-    and the next test run reads back instead of executing (execute once, read many).
-
-    What the run recorded (the ``[observed]`` and ``[raised]`` lines the runtime prints
-    under the test plugin) is taken out of the cells' outputs, so the page shows what a
-    reader's run shows, and kept in the cache record's ``data``, per code cell. Only a
-    run of this harness is read back (``HARNESS``: its kernel-side code); a notebook
-    cached by another executor (myst-nb on a cache miss) is executed again.
-    """
-
-    MARKERS = (OBSERVE_MARKER, RAISED_MARKER)
+    """A chapter's run kept in the execution cache: the notebook the site renders, with the
+    lines the run recorded (``[observed]``, ``[raised]``) taken out of the outputs and kept
+    per code cell in the record's ``data``. A run of another harness is not read back."""
 
     def __init__(self, nb, recorded: dict[str, str]):
         self.cells = [c for c in nb.cells if c.cell_type == "code"]
@@ -105,25 +82,21 @@ class Stored:
         from .upstream import jupyter_cache
 
         found = jupyter_cache.stored(jupyter_cache.get_cache(cache), nb)
-        if found is None:
-            return None
-        executed, data = found
-        ours = data.get("tensor_fences") or {}
+        ours = (found[1].get("tensor_fences") or {}) if found else {}
         if ours.get("harness") != HARNESS:
             return None
-        return cls(executed, ours.get("recorded", {}))
+        return cls(found[0], ours.get("recorded", {}))
 
-    @classmethod
-    def split(cls, outputs) -> tuple[list, str]:
-        """(the outputs as a reader's run shows them, the recorded lines): marker lines out
-        of the streams, consecutive streams of one name joined, as nbclient keeps them."""
+    @staticmethod
+    def split(outputs) -> tuple[list, str]:
+        """(the outputs as a reader's run shows them, the recorded lines): marker lines out of
+        the streams, consecutive streams of one name joined, as nbclient keeps them."""
         shown, recorded = [], []
-        for out in outputs:
-            out = nbformat.from_dict(dict(out))
+        for out in map(nbformat.from_dict, map(dict, outputs)):
             if out.get("output_type") == "stream":
                 lines = out["text"].splitlines(keepends=True)
-                recorded += [line for line in lines if line.startswith(cls.MARKERS)]
-                out["text"] = "".join(line for line in lines if not line.startswith(cls.MARKERS))
+                recorded += [line for line in lines if line.startswith(MARKERS)]
+                out["text"] = "".join(line for line in lines if not line.startswith(MARKERS))
                 if not out["text"]:
                     continue
                 if shown and shown[-1].get("output_type") == "stream" and shown[-1]["name"] == out["name"]:
@@ -138,11 +111,9 @@ class Stored:
 
         executed = copy.deepcopy(nb)
         recorded = {}
-        code = [c for c in executed.cells if c.cell_type == "code"]
-        for n, cell in enumerate(code):
+        for n, cell in enumerate(c for c in executed.cells if c.cell_type == "code"):
             cell.outputs, lines = cls.split(ran[n])
-            # Each code cell ran once, in order (the harness's own cells between them are
-            # not the chapter's): counted 1..N, as a reader's run counts them.
+            # Counted 1..N as a reader's run counts them (the harness's cells between are not).
             cell.execution_count = n + 1
             for out in cell.outputs:
                 if out.get("output_type") == "execute_result":
@@ -154,16 +125,15 @@ class Stored:
 
 
 def missing(root: Path) -> list[Path]:
-    """The chapters of ``root``'s table of contents whose run the execution cache lacks
-    (a chapter the build refuses, with no header, is left to the build to name)."""
+    """The chapters of ``root``'s table of contents whose run the execution cache lacks (one
+    the build refuses, with no header, is left to the build to name)."""
     from . import chapter as chapters
 
     cache = cachekey.cache_path(cachekey.cache_base(root))
     lacking = []
     for path in chapters.toc_files(root):
         text = path.read_text(encoding="utf-8") if path.exists() else None
-        if text is None or chapters.header_problems(text):
-            continue
-        if Stored.find(cache, chapters.parse(text, path)) is None:
+        if text is not None and not chapters.header_problems(text) and \
+                Stored.find(cache, chapters.parse(text, path)) is None:
             lacking.append(path)
     return lacking

@@ -1,32 +1,10 @@
-"""The test plugin: every MyST chapter under ``book/`` runs as an nbval notebook.
+"""The test plugin: every MyST chapter under ``book/`` runs as an nbval notebook, one test item per code cell.
 
-- Each code cell is one test item: a fence is named ``fence <id>`` (its
-  ``fence-id``), any other cell by its index and source line.
-- Before the first cell the plugin reseeds the random generators and
-  snapshots the global settings; after the last it fails the chapter if any
-  was left changed (``fences.state``).
-- A cell that prints ``fences.SKIP_MARKER`` (through ``fences.needs``) is
-  reported as skipped, with its reason.
-- A chapter without its jupytext header, a forbidden tag, or a ``_toc.yml``
-  entry that does not exist is an error naming the file.
-- Each chapter's kernel first runs ``fencecheck.executed.NETWORK_GUARD`` (in the snapshot cell): a fence
-  that opens an Internet connection or resolves a host name fails with a RuntimeError
-  naming the guard (pytest-socket cannot do this: the fences run in the kernel, another
-  process).
-- A run that leaves a new file in the checkout (one git does not ignore, or outside git
-  any file) fails, naming it (``Leftovers``).
-- Execute once, read many: a chapter that ran to the end is stored, outputs
-  and what it recorded, in the execution cache the site build reads
-  (``fencecheck.cachekey``: keyed on torch, Python, what a chapter can import
-  and the runtime; within it, on the chapter's code). The next run finds it
-  there and reads each cell's outcome from it instead of executing;
-  ``--fences-fresh`` (``make test FRESH=1``) executes anyway. Each execution
-  is logged (``cachekey.log_execution``).
-- ``--fences-results PATH`` writes the run's record (``fencecheck.record``):
-  its provenance, one entry per fence keyed by fence id in
-  table-of-contents order, and, apart, every other item that failed.
-
-Enable it from a ``conftest.py``: ``pytest_plugins = ["fencecheck.pytest_plugin"]``.
+Around a chapter's cells: the network guard and a snapshot of torch's global settings, and a check that none was
+left changed. A run that ran to the end is stored in the execution cache and read back by the next run instead of
+executing (``--fences-fresh`` executes anyway). ``--fences-results PATH`` writes the run's record
+(``fencecheck.record``). A run that leaves a new file in the checkout fails. Enable it from a ``conftest.py``:
+``pytest_plugins = ["fencecheck.pytest_plugin"]``.
 """
 from __future__ import annotations
 
@@ -34,11 +12,13 @@ import importlib.util
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
+from queue import Empty
 
 import pytest
 from nbformat.v4 import new_code_cell
@@ -47,32 +27,21 @@ from fences import RECORD_ENV, SKIP_MARKER, parse_observed, parse_raised
 
 from . import cachekey
 from . import chapter as chapters
-from .executed import CHECK, SNAPSHOT, WARM_UP, WARM_UP_TIMEOUT, Stored
 from . import lint
 from . import record as records
+from .executed import CHECK, SNAPSHOT, WARM_UP, WARM_UP_TIMEOUT, Stored
 from .releases import REFERENCE
 from .upstream.nbval import DEFAULT_CELL_TIMEOUT, IPyNbCell, IPyNbFile, keep_history
 
 
-
 def pytest_addoption(parser):
     group = parser.getgroup("fences", "Tensor Fences chapters")
-    group.addoption(
-        "--fences-results",
-        metavar="PATH",
-        help="write the run's record: provenance, one entry per fence (by fence id), "
-        "and the other items that failed",
-    )
-    group.addoption(
-        "--fences-release",
-        metavar="NAME",
-        help="the release name the results file gives (default: torch.__version__)",
-    )
-    group.addoption(
-        "--fences-fresh",
-        action="store_true",
-        help="execute every chapter, even one whose run the execution cache holds",
-    )
+    group.addoption("--fences-results", metavar="PATH", help="write the run's record: provenance, one entry "
+                    "per fence (by fence id), and the other items that failed")
+    group.addoption("--fences-release", metavar="NAME",
+                    help="the release name the results file gives (default: torch.__version__)")
+    group.addoption("--fences-fresh", action="store_true",
+                    help="execute every chapter, even one whose run the execution cache holds")
     parser.addini("fences_book", "folder of MyST chapters to collect", default="book")
 
 
@@ -81,94 +50,68 @@ def pytest_sessionstart(session):
     if importlib.util.find_spec("torch") is None:
         raise pytest.UsageError(
             f"torch is not installed for {sys.executable}. "
-            f"`make test` creates .venv and installs the reference torch (torch=={REFERENCE})."
-        )
+            f"`make test` creates .venv and installs the reference torch (torch=={REFERENCE}).")
     root = Path(session.config.rootpath)
-    if (root / "_toc.yml").exists():
-        problems = []
-        try:
-            listed = chapters.toc_files(root)
-        except chapters.ChapterError as exc:  # _toc.yml is not valid YAML: its line
-            raise pytest.UsageError(str(exc)) from None
-        book = root / session.config.getini("fences_book")
-        for path in sorted(book.glob("*.md")):
-            if path not in listed:
-                problems.append(
-                    f"{path.relative_to(root)} is not listed in _toc.yml: the site would not "
-                    "build it (add one `- file:` line)"
-                )
-        for path in listed:
-            rel = path.relative_to(root)
-            if not path.exists():
-                problems.append(f"_toc.yml lists {rel}, which does not exist")
-                continue
-            for p in chapters.header_problems(path.read_text(encoding="utf-8")):
-                problems.append(f"{rel} (listed in _toc.yml): {p}")
-        problems += chapters.book_problems(root)
-        if problems:
-            raise pytest.UsageError("\n".join(problems))
+    if not (root / "_toc.yml").exists():
+        return
+    try:
+        listed = chapters.toc_files(root)
+    except chapters.ChapterError as exc:  # _toc.yml is not valid YAML: its line
+        raise pytest.UsageError(str(exc)) from None
+    book = root / session.config.getini("fences_book")
+    problems = [f"{path.relative_to(root)} is not listed in _toc.yml: the site would not build it "
+                "(add one `- file:` line)" for path in sorted(book.glob("*.md")) if path not in listed]
+    for path in listed:
+        rel = path.relative_to(root)
+        if not path.exists():
+            problems.append(f"_toc.yml lists {rel}, which does not exist")
+            continue
+        problems += [f"{rel} (listed in _toc.yml): {p}"
+                     for p in chapters.header_problems(path.read_text(encoding="utf-8"))]
+    problems += chapters.book_problems(root)
+    if problems:
+        raise pytest.UsageError("\n".join(problems))
 
 
 def pytest_configure(config):
     config.pluginmanager.register(Recorder(config), "fences-recorder")
-    config.pluginmanager.register(Leftovers(config), "fences-leftovers")
     # The kernels this suite starts inherit it: fences.observe / raises print for the record.
     os.environ[RECORD_ENV] = "1"
-    if config.option.nbval_cell_timeout == DEFAULT_CELL_TIMEOUT:
-        # One place for the cell timeout: the site build's, in _config.yml.
-        timeout = chapters.cell_timeout(Path(config.rootpath))
-        if timeout is not None:
-            config.option.nbval_cell_timeout = timeout
-
+    # One place for the cell timeout: the site build's, in _config.yml.
+    given = config.option.nbval_cell_timeout != DEFAULT_CELL_TIMEOUT
+    timeout = None if given else chapters.cell_timeout(config.rootpath)
+    if timeout is not None:
+        config.option.nbval_cell_timeout = timeout
 
 
 def pytest_collect_file(file_path: Path, parent):
     book = Path(parent.config.rootpath) / parent.config.getini("fences_book")
-    if book not in file_path.parents:
-        return None
-    if file_path.suffix == ".md":
-        return Chapter.from_parent(parent, path=file_path)
-    if file_path.suffix == ".ipynb":
-        return StrayNotebook.from_parent(parent, path=file_path)
-    return None
+    kind = {".md": Chapter, ".ipynb": StrayNotebook}.get(file_path.suffix)
+    return kind.from_parent(parent, path=file_path) if kind and book in file_path.parents else None
 
 
 class StrayNotebook(pytest.File):
-    """A ``.ipynb`` inside book/: refused, with what to do.
-
-    It would be run by nbval's collector without the book's guards, and the
-    site build would fail on two documents with one name.
-    """
+    """A ``.ipynb`` inside book/: nbval would run it unguarded, and the site would have two documents of one name."""
 
     def collect(self):
         rel = self.path.relative_to(self.config.rootpath).as_posix()
         raise self.CollectError(
-            f"{rel}: a notebook inside {self.config.getini('fences_book')}/ is not part of "
-            "the book (chapters are the .md files). Move it out, e.g. "
-            f"`jupytext --to ipynb {rel[:-6]}.md -o notebooks/{Path(rel).stem}.ipynb`, "
-            "or delete it.")
-
-
+            f"{rel}: a notebook inside {self.config.getini('fences_book')}/ is not part of the book (chapters are "
+            f"the .md files). Move it out, e.g. `jupytext --to ipynb {rel[:-6]}.md -o notebooks/{Path(rel).stem}.ipynb`"
+            ", or delete it.")
 
 
 class KernelDied(RuntimeError):
     """The chapter's kernel process ended while a cell ran (a crash, ``os._exit``)."""
 
 
-#: Seconds between two looks at whether the kernel process is still there while a cell
-#: runs: a kernel that dies is reported within this, not after the cell timeout.
+#: Seconds between two looks at whether the kernel process lives while a cell runs.
 KERNEL_CHECK = 1.0
 
 
 def watch_for_death(kernel) -> None:
-    """Make nbval's waits on ``kernel`` (``get_message``: every reply and output it waits
-    for) raise ``KernelDied`` as soon as the kernel process is gone, instead of waiting out
-    the cell timeout. The wait is cut into ``KERNEL_CHECK`` slices; between two, the
-    kernel manager is asked whether its process lives. Messages already sent are read
-    first; the overall timeout is kept."""
-    import time
-    from queue import Empty
-
+    """Make nbval's waits on ``kernel`` raise ``KernelDied`` as soon as its process is gone, not after the cell
+    timeout: each wait is cut into ``KERNEL_CHECK`` slices."""
     original = kernel.get_message
 
     def get_message(stream, timeout=None):
@@ -179,41 +122,27 @@ def watch_for_death(kernel) -> None:
                 return original(stream, timeout=max(0.0, min(KERNEL_CHECK, left)))
             except Empty:
                 if not kernel.is_alive():
-                    raise KernelDied(f"the kernel died{_exit_status(kernel)}") from None
+                    process = getattr(getattr(kernel.km, "provisioner", None), "process", None)
+                    code = getattr(process, "returncode", None)
+                    raise KernelDied("the kernel died" + ("" if code is None else f" (exit code {code})")) from None
                 if deadline is not None and time.monotonic() >= deadline:
                     raise
 
     kernel.get_message = get_message
 
 
-def _exit_status(kernel) -> str:
-    """`` (exit code N)`` of the dead kernel's process, when the manager knows it."""
-    process = getattr(getattr(getattr(kernel, "km", None), "provisioner", None), "process", None)
-    code = getattr(process, "returncode", None) if process is not None else None
-    return f" (exit code {code})" if code is not None else ""
-
-
 class Chapter(IPyNbFile):
-    """One MyST chapter, read as the build reads it (``fencecheck.chapter.parse``) and run in a
-    fresh kernel of its own, or read back from the execution cache (``Stored``).
-
-    The global-state guard reports what a chapter leaves changed: a reader runs the
-    next cells in the same kernel. A kernel that dies fails the cell that was running,
-    at once, naming it.
-    """
+    """One chapter, read as the build reads it and run in a fresh kernel of its own, or read back (``Stored``)."""
 
     unclean = False  # set when torch's global state cannot be trusted after this chapter
     cell_failed = ""  # the first of its cells that failed
     outputs = None   # a lesson's: the numbers each code cell showed (ProseNumbers)
     died = ""        # the item whose cell the kernel died in
-    stored = None    # the run read back from the execution cache (Stored), or None
-    kernel = None
+    stored = None    # the run read back from the execution cache, or None
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # Outputs are never compared: a fence proves its claim with assert. (Set here,
-        # not with --nbval-lax, which would also turn on nbval's own .ipynb collector.)
-        self.compare_outputs = False
+        self.compare_outputs = False   # a fence proves its claim with assert
         self.ran: dict[int, list] = {}   # cell number -> the outputs it gave, this run
 
     def setup(self):
@@ -222,27 +151,21 @@ class Chapter(IPyNbFile):
         if not self.config.getoption("--fences-fresh"):
             self.stored = Stored.find(self.cache, self.nb)
         if self.stored is not None:
-            return   # nothing to execute: every cell's outcome is read from the stored run
+            return
         self.started = time.monotonic()
         super().setup()
         watch_for_death(self.kernel)
         keep_history(self.kernel)   # the chapter's cells as a notebook runs them
         cachekey.log_execution(root, self.path.relative_to(root).as_posix(), "pytest")
-        # A fresh kernel imports torch (through fences.state) before the first cell, with
-        # the start-up allowance, not the cell timeout: a cold import on a loaded machine
-        # takes tens of seconds, which no cell of the chapter should be charged with.
-        msg_id = self.kernel.execute_cell_input(WARM_UP, allow_stdin=False)
-        self.kernel.await_reply(msg_id, timeout=WARM_UP_TIMEOUT)
-        self.kernel.await_idle(msg_id, WARM_UP_TIMEOUT)
+        # The cold torch import gets the start-up allowance, not a cell's timeout.
+        _run_quietly(self.kernel, WARM_UP)
 
     def store(self) -> None:
-        """Store the run in the execution cache, when every code cell ran and none failed:
-        the site build renders it and the next run reads it back (``Stored``)."""
+        """Store the run in the execution cache when every code cell ran and none failed."""
         code = [c for c in self.nb.cells if c.cell_type == "code"]
         if self.cell_failed or self.unclean or self.died or sorted(self.ran) != list(range(len(code))):
             return
-        Stored.save(self.cache, self.nb, self.ran, str(self.path),
-                    time.monotonic() - self.started)
+        Stored.save(self.cache, self.nb, self.ran, str(self.path), time.monotonic() - self.started)
 
     def collect(self):
         try:
@@ -250,76 +173,67 @@ class Chapter(IPyNbFile):
         except chapters.ChapterError as exc:
             rel = self.path.relative_to(self.config.rootpath).as_posix()
             raise self.CollectError(str(exc).replace(str(self.path), rel)) from None
-        yield Cell.from_parent(
-            self, name="setup: snapshot torch global state", cell_num=-1,
-            cell=new_code_cell(SNAPSHOT), options=_options(), line=0, guard=True,
-        )
         code = [c for c in self.nb.cells if c.cell_type == "code"]
         self.digest = records.chapter_digest([c.source for c in code])
+        yield Cell.from_parent(self, name="setup: snapshot torch global state", cell_num=-1,
+                               cell=new_code_cell(SNAPSHOT), line=0, guard=True)
         for index, (cell, line) in enumerate(zip(code, lines)):
             ident = lint.fence_id(cell) if lint.is_fence(cell) else None
-            yield Cell.from_parent(
-                self, name=f"fence {ident}" if ident else f"Cell {index} (line {line})",
-                cell_num=index, cell=cell, options=_options(), line=line, ident=ident,
-            )
-        yield Cell.from_parent(
-            self, name="teardown: torch global state restored", cell_num=len(code),
-            cell=new_code_cell(CHECK), options=_options(), line=0, guard=True,
-        )
-        text = self.path.read_text(encoding="utf-8")
-        if chapters.is_lesson(text):   # a lesson: its sentences' numbers are witnessed
+            yield Cell.from_parent(self, name=f"fence {ident}" if ident else f"Cell {index} (line {line})",
+                                   cell_num=index, cell=cell, line=line, ident=ident)
+        yield Cell.from_parent(self, name="teardown: torch global state restored", cell_num=len(code),
+                               cell=new_code_cell(CHECK), line=0, guard=True)
+        self.text = self.path.read_text(encoding="utf-8")
+        if chapters.is_lesson(self.text):   # a lesson: its sentences' numbers are witnessed
             self.outputs = [set() for _ in code]
-            yield ProseNumbers.from_parent(self, name="prose numbers witnessed", text=text)
+            yield ProseNumbers.from_parent(self, name="prose numbers witnessed")
 
     def repr_failure(self, excinfo, style=None):
         return str(excinfo.value)
 
 
-def _options():
-    # Outputs are never compared: a fence proves its claim with assert.
-    return defaultdict(bool, check=False)
+def _run_quietly(kernel, code: str) -> None:
+    """Run the harness's own ``code`` in ``kernel``, out of the history, allowed ``WARM_UP_TIMEOUT`` s."""
+    kernel.keeps_history = False
+    msg_id = kernel.execute_cell_input(code, allow_stdin=False)
+    kernel.await_reply(msg_id, timeout=WARM_UP_TIMEOUT)
+    kernel.await_idle(msg_id, WARM_UP_TIMEOUT)
 
 
 class Cell(IPyNbCell):
-    """One code cell of a chapter: a fence (``ident`` set), any other cell, or a state guard."""
+    """A chapter's code cell (a fence when ``ident`` is set), or a state guard: the snapshot or the check after."""
 
-    def __init__(self, name, parent, cell_num, cell, options, line, guard=False, ident=None):
-        super().__init__(name, parent, cell_num, cell, options)
+    def __init__(self, name, parent, cell_num, cell, line, guard=False, ident=None):
+        # Outputs are never compared: a fence proves its claim with assert.
+        super().__init__(name, parent, cell_num, cell, defaultdict(bool, check=False))
         self.line = line
-        self.ident = ident  # the fence-id, or None for a cell that is not a fence
-        self.guard = guard  # the snapshot before a chapter or the state check after it
+        self.ident = ident
+        self.guard = guard
 
     def runtest(self):
-        self.user_properties.append(("cell", self.cell_num))
-        self.user_properties.append(("chapter_digest", self.parent.digest))
+        self.user_properties += [("cell", self.cell_num), ("chapter_digest", self.parent.digest)]
         if self.ident:
-            self.user_properties.append(("fence_id", self.ident))
-            self.user_properties.append(("proves", records.claim(self.cell.source)))
-            self.user_properties.append(("code", records.code_hash(self.cell.source)))
+            self.user_properties += [("fence_id", self.ident), ("proves", records.claim(self.cell.source)),
+                                     ("code", records.code_hash(self.cell.source))]
         stored = self.parent.stored
+        recorded = ""
         if stored is not None:
             self.test_outputs, recorded = stored.cell(self.cell_num) if not self.guard else ([], "")
         else:
             self.execute()
-            recorded = ""
             if not self.guard:
                 self.parent.ran[self.cell_num] = list(self.test_outputs or [])
             elif self.cell_num >= 0:    # the state check after the last cell passed
                 self.parent.store()
         if not self.guard and self.parent.outputs is not None:
             self.parent.outputs[self.cell_num] = lint.numbers_in(_shown(self.test_outputs))
-        text = "".join(
-            out.get("text", "") for out in self.test_outputs or []
-            if out.get("output_type") == "stream"
-        ) + recorded
+        text = "".join(o.get("text", "") for o in self.test_outputs or [] if o.get("output_type") == "stream")
+        text += recorded
         observed, labels = parse_observed(text)
-        if observed:
-            self.user_properties.append(("observed", observed))
-        if labels:
-            self.user_properties.append(("labels", labels))
         raised = parse_raised(text)
-        if raised:
-            self.user_properties.append(("raised", raised))
+        for name, value in (("observed", observed), ("labels", labels), ("raised", raised)):
+            if value:
+                self.user_properties.append((name, value))
         if SKIP_MARKER in text:
             pytest.skip(text.split(SKIP_MARKER, 1)[1].strip().splitlines()[0])
 
@@ -341,19 +255,10 @@ class Cell(IPyNbCell):
                 self.parent.cell_failed = self.parent.cell_failed or self.name
             raise
         if not self.guard:
-            self._note_state()
-
-    def _note_state(self):
-        """Tell the kernel's state guard this cell ran (``fences.state.note``), so a setting
-        left changed at the end is reported with the cell that changed it (.md line, id)."""
-        rel = self.parent.path.relative_to(self.config.rootpath).as_posix()
-        label = f"{rel}:{self.line}" + (f", fence {self.ident}" if self.ident else "")
-        kernel = self.parent.kernel
-        kernel.keeps_history = False
-        msg_id = kernel.execute_cell_input(
-            f'__import__("fences.state").state.note({label!r})', allow_stdin=False)
-        kernel.await_reply(msg_id, timeout=WARM_UP_TIMEOUT)
-        kernel.await_idle(msg_id, WARM_UP_TIMEOUT)
+            # The state guard reports a setting left changed with the cell that changed it.
+            rel = self.parent.path.relative_to(self.config.rootpath).as_posix()
+            label = f"{rel}:{self.line}" + (f", fence {self.ident}" if self.ident else "")
+            _run_quietly(self.parent.kernel, f'__import__("fences.state").state.note({label!r})')
 
     def repr_failure(self, excinfo):
         where = f"{self.parent.path.relative_to(self.config.rootpath)}, {self.name}"
@@ -367,28 +272,18 @@ class Cell(IPyNbCell):
 
 def _shown(outputs) -> str:
     """The text a cell showed: its streams and each output's text, Markdown or HTML."""
-    parts = []
-    for out in outputs or []:
-        parts.append(out.get("text", ""))
-        data = out.get("data") or {}
-        for kind in ("text/plain", "text/markdown", "text/html", "text/latex"):
-            value = data.get(kind, "")
-            parts.append("".join(value) if isinstance(value, list) else str(value))
-    return "\n".join(parts)
+    kinds = ("text/plain", "text/markdown", "text/html", "text/latex")
+    return "\n".join(part for out in outputs or [] for part in
+                     [out.get("text", ""), *("".join((out.get("data") or {}).get(k, "")) for k in kinds)])
 
 
 class ProseNumbers(pytest.Item):
-    """After a lesson's cells: each number in its sentences is witnessed by the code or the
-    shown output of a code cell nearby (``fencecheck.lint.number_problems``)."""
-
-    def __init__(self, *, text, **kwargs):
-        super().__init__(**kwargs)
-        self.text = text
+    """After a lesson's cells: each number in its sentences is witnessed by a code cell nearby (``lint``)."""
 
     def runtest(self):
         if self.parent.cell_failed:
             pytest.skip(f"not checked: {self.parent.cell_failed} failed, its output is not known")
-        problems = lint.number_problems(self.text, self.parent.outputs)
+        problems = lint.number_problems(self.parent.text, self.parent.outputs)
         if problems:
             raise AssertionError("\n".join(problems))
 
@@ -400,48 +295,59 @@ class ProseNumbers(pytest.Item):
         return self.path, 0, f"{self.parent.path.name}::{self.name}"
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+def _details(longrepr) -> str:
+    """A failure's report as text, without terminal colours."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", str(longrepr or "")).strip()
+
+
+def _checkout_files(root: Path) -> set[str]:
+    """The files in the checkout that git neither ignores nor tracks; outside a git work tree (or without git),
+    every file but those in hidden folders, ``__pycache__`` and ``_build``."""
+    try:
+        proc = subprocess.run(["git", "-C", str(root), "ls-files", "--others", "--exclude-standard", "-z", "--", "."],
+                              capture_output=True, text=True, timeout=60)
+        if proc.returncode == 0:
+            return {p for p in proc.stdout.split("\0") if p}
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    found = set()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "_build")]
+        found |= {Path(folder, name).relative_to(root).as_posix() for name in files}
+    return found
 
 
 class Recorder:
-    """The run's record for --fences-results: fences by id, every other failure apart.
-
-    Only a cell with a ``fence-id`` is a fence. A setup cell, an
-    illustration or a guard item that fails still fails the run and is
-    written under ``errors``, but is not counted as a fence. Under
-    pytest-xdist the workers' reports reach the controller's hooks too, so
-    only the controller writes the file.
-    """
+    """The run's record for --fences-results (fences by id, every other failure apart), and the check that the run
+    left no new file in the checkout. Under pytest-xdist only the controller writes and checks."""
 
     def __init__(self, config):
         self.config = config
+        self.root = Path(config.rootpath)
         self.fences: list[dict] = []
         self.errors: list[dict] = []
         self.chapters: dict[str, str] = {}  # chapter -> the digest of the code it ran
+        self.before: set[str] | None = None
+        self.new: list[str] = []
 
     def pytest_runtest_logreport(self, report):
         chapter, _, item = report.nodeid.partition("::")
-        if not chapter.endswith(".md"):
-            return
-        if not (report.when == "call" or (report.when == "setup" and report.outcome != "passed")):
+        if not chapter.endswith(".md") or not (report.when == "call" or report.when == "setup" and not report.passed):
             return
         props = dict(report.user_properties)
         if props.get("chapter_digest"):
             self.chapters[chapter] = props["chapter_digest"]
-        reason, details = "", ""
+        details = _details(report.longrepr) if report.failed else ""
+        reason = details.splitlines()[-1][:300] if details else ""
         if report.skipped and isinstance(report.longrepr, tuple):
             reason = report.longrepr[2].removeprefix("Skipped: ")
-        elif report.failed and report.longrepr:
-            details = _ANSI.sub("", str(report.longrepr)).strip()
-            reason = details.splitlines()[-1][:300]
         if props.get("fence_id"):
+            passed = report.passed   # only a fence that ran to the end observed a result
             self.fences.append({
-                "id": props["fence_id"], "chapter": chapter, "cell": props.get("cell"),
-                "code": props.get("code"), "outcome": report.outcome, "reason": reason,
-                "details": details[-2000:], "proves": props.get("proves", ""),
-                # only a fence that ran to the end observed a result (the schema's rule)
-                "observed": props.get("observed", {}) if report.outcome == "passed" else {},
-                "labels": props.get("labels", {}) if report.outcome == "passed" else {},
+                "id": props["fence_id"], "chapter": chapter, "cell": props.get("cell"), "code": props.get("code"),
+                "outcome": report.outcome, "reason": reason, "details": details[-2000:],
+                "proves": props.get("proves", ""), "observed": props.get("observed", {}) if passed else {},
+                "labels": props.get("labels", {}) if passed else {},
                 **({"raised": props["raised"]} if props.get("raised") else {}),
             })
         elif report.failed:
@@ -451,100 +357,45 @@ class Recorder:
     def pytest_collectreport(self, report):
         """A chapter that cannot be collected (no header, forbidden tag, lint) is an error."""
         if report.failed and report.nodeid.endswith(".md"):
-            details = _ANSI.sub("", str(report.longrepr)).strip()
+            details = _details(report.longrepr)
             self.errors.append({"chapter": report.nodeid, "item": "collect", "cell": None,
                                 "reason": details.splitlines()[-1][:300] if details else "",
                                 "details": details[-2000:]})
 
-    def pytest_sessionfinish(self, session, exitstatus):
-        path = self.config.getoption("--fences-results")
-        if not path or hasattr(self.config, "workerinput"):
-            return
-        import torch
-
-        root = Path(self.config.rootpath)
-        toc = records.toc_order(root)
-        out = {
-            "release": self.config.getoption("--fences-release") or torch.__version__,
-            **records.provenance(root),
-            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
-            "exitstatus": int(session.exitstatus),   # Leftovers may have failed the run
-            "fences": records.ordered(self.fences, toc),
-            "errors": records.ordered(self.errors, toc),
-            "chapters": dict(sorted(self.chapters.items(),
-                                    key=lambda kv: (toc.get(kv[0], len(toc)), kv[0]))),
-        }
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
-
-
-def _checkout_files(root: Path) -> set[str] | None:
-    """The files in the checkout that git does not ignore and does not track (paths
-    relative to ``root``); outside a git work tree, every file under ``root`` but those
-    in hidden folders, ``__pycache__`` and ``_build``. None when it cannot be read."""
-    import subprocess
-
-    try:
-        proc = subprocess.run(["git", "-C", str(root), "ls-files", "--others", "--exclude-standard",
-                               "-z", "--", "."], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        proc = None
-    if proc is not None and proc.returncode == 0:
-        return {p for p in proc.stdout.split("\0") if p}
-    if proc is not None and "not a git repository" not in proc.stderr:
-        return None
-    found = set()
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "_build")]
-        for name in files:
-            found.add(Path(folder, name).relative_to(root).as_posix())
-    return found
-
-
-class Leftovers:
-    """A run that leaves a new file in the checkout fails, naming it.
-
-    The files git would show as untracked (outside a git work tree: every file) are
-    listed when the session starts and again when it ends; a new one fails the run
-    (exit status 1, and an entry in the results file's ``errors``). The results file
-    the run itself writes (``--fences-results``) is not counted. A fence that needs a
-    file writes it to a temporary folder (``tempfile``) and removes it.
-    """
-
-    def __init__(self, config):
-        self.config = config
-        self.before: set[str] | None = None
-        self.new: list[str] = []
-
-    def _root(self) -> Path:
-        return Path(self.config.rootpath)
-
     def pytest_sessionstart(self, session):
         if not hasattr(self.config, "workerinput"):
-            self.before = _checkout_files(self._root())
+            self.before = _checkout_files(self.root)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session, exitstatus):
-        if self.before is None or hasattr(self.config, "workerinput"):
+        if self.before is None:   # a worker
             return
-        after = _checkout_files(self._root()) or set()
-        own = self.config.getoption("--fences-results")
-        mine = set()
-        if own:
-            try:
-                mine.add(Path(own).resolve().relative_to(self._root().resolve()).as_posix())
-            except ValueError:
-                pass
-        self.new = sorted(after - self.before - mine)
+        path = self.config.getoption("--fences-results")
+        after = _checkout_files(self.root)
+        if path:   # the results file this run writes is not a leftover
+            after.discard(os.path.relpath(Path(path).resolve(), self.root.resolve()))
+        self.new = sorted(after - self.before)
         if self.new:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-            recorder = self.config.pluginmanager.get_plugin("fences-recorder")
-            if recorder is not None:
-                recorder.errors.append({
-                    "chapter": "(the run)", "item": "new files", "cell": None,
-                    "reason": f"the run left new files in the checkout: {', '.join(self.new[:10])}",
-                    "details": "\n".join(self.new)})
+            self.errors.append({"chapter": "(the run)", "item": "new files", "cell": None,
+                                "reason": f"the run left new files in the checkout: {', '.join(self.new[:10])}",
+                                "details": "\n".join(self.new)})
+        if not path:
+            return
+        import torch
+
+        toc = records.toc_order(self.root)
+        out = {
+            "release": self.config.getoption("--fences-release") or torch.__version__,
+            **records.provenance(self.root),
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+            "exitstatus": int(session.exitstatus),
+            "fences": records.ordered(self.fences, toc),
+            "errors": records.ordered(self.errors, toc),
+            "chapters": dict(sorted(self.chapters.items(), key=lambda kv: (toc.get(kv[0], len(toc)), kv[0]))),
+        }
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
 
     def pytest_terminal_summary(self, terminalreporter):
         if self.new:
