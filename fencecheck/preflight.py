@@ -1,6 +1,8 @@
 """``python -m fencecheck.preflight [ROOT]``: before ``make book``, check that ``_toc.yml`` and
-every listed chapter's front matter parse, printing each problem with its file and line (exit
-status 2), since jupyter-book's own error names no line. Also prunes the parse cache.
+every listed chapter's front matter parse and that no chapter is left out of it, printing each
+problem with its file and line (exit status 2), since jupyter-book's own error names no line
+and it skips an unlisted chapter in silence. The test plugin asks the same. Also prunes the
+parse cache.
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 from . import chapter
 
 
-def problems(root: Path) -> list[str]:
+def problems(root: Path, book: str = "book") -> list[str]:
     root = Path(root)
     if not (root / "_toc.yml").exists():
         return []
@@ -18,7 +20,8 @@ def problems(root: Path) -> list[str]:
         listed = chapter.toc_files(root)
     except chapter.ChapterError as exc:
         return [str(exc)]
-    out = []
+    out = [f"{path.relative_to(root)} is not listed in _toc.yml: the site would not build it "
+           "(add one `- file:` line)" for path in sorted((root / book).glob("*.md")) if path not in listed]
     for path in listed:
         if not path.exists():
             out.append(f"_toc.yml lists {path.relative_to(root)}, which does not exist")

@@ -8,6 +8,7 @@ executing (``--fences-fresh`` executes anyway). ``--fences-results PATH`` writes
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -25,7 +26,7 @@ from nbformat.v4 import new_code_cell
 
 from fences import RECORD_ENV, SKIP_MARKER, parse_observed, parse_raised
 
-from . import cachekey
+from . import cachekey, preflight
 from . import chapter as chapters
 from . import lint
 from . import record as records
@@ -54,21 +55,9 @@ def pytest_sessionstart(session):
     root = Path(session.config.rootpath)
     if not (root / "_toc.yml").exists():
         return
-    try:
-        listed = chapters.toc_files(root)
-    except chapters.ChapterError as exc:  # _toc.yml is not valid YAML: its line
-        raise pytest.UsageError(str(exc)) from None
-    book = root / session.config.getini("fences_book")
-    problems = [f"{path.relative_to(root)} is not listed in _toc.yml: the site would not build it "
-                "(add one `- file:` line)" for path in sorted(book.glob("*.md")) if path not in listed]
-    for path in listed:
-        rel = path.relative_to(root)
-        if not path.exists():
-            problems.append(f"_toc.yml lists {rel}, which does not exist")
-            continue
-        problems += [f"{rel} (listed in _toc.yml): {p}"
-                     for p in chapters.header_problems(path.read_text(encoding="utf-8"))]
-    problems += chapters.book_problems(root)
+    problems = preflight.problems(root, session.config.getini("fences_book"))
+    with contextlib.suppress(chapters.ChapterError):   # an invalid _toc.yml: named just above
+        problems += chapters.book_problems(root)
     if problems:
         raise pytest.UsageError("\n".join(problems))
 

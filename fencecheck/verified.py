@@ -46,7 +46,7 @@ def provenance_html(runs: list[dict], stale: list[tuple[dict, list[str]]]) -> st
     """One paragraph: which releases, which book commit, when; and a warning per stale file."""
     if not runs and not stale:
         return ('<p class="tf-note">No results yet: run <code>make matrix</code>; every fence says '
-                '"not yet in the record" until then.</p>')
+                '"checked on this build only" until then.</p>')
     parts = []
     if runs:
         commits = sorted({(r.get("commit") or "unknown")[:12] + (" (with uncommitted changes)" if r.get("dirty")

@@ -172,5 +172,11 @@ def test_preflight_names_a_toc_yaml_mistake_before_jupyter_book_reads_it(tmp_pat
     proc = subprocess.run([sys.executable, "-m", "fencecheck.preflight", str(tmp_path)],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2 and "index.md (listed in _toc.yml): line " in proc.stderr, proc.stderr
+    (tmp_path / "index.md").write_text(HEADER)
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "left-out.md").write_text(HEADER)   # jupyter-book would skip it in silence
+    proc = subprocess.run([sys.executable, "-m", "fencecheck.preflight", str(tmp_path)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and "book/left-out.md is not listed in _toc.yml" in proc.stderr, proc.stderr
     assert subprocess.run([sys.executable, "-m", "fencecheck.preflight", str(ROOT)],
                           capture_output=True, text=True, cwd=ROOT).returncode == 0

@@ -260,3 +260,17 @@ def test_gpu_detection_is_the_devices_table():
         assert fences.GATE.search(f'if needs("{device}"):')
         assert fences.available(device) == bool(fences.probe(device)())
     assert fences.GATE.search("if fences.needs(kind):") and not fences.GATE.search("needs_cuda = 1")
+
+
+def test_every_lesson_has_its_row_on_the_landing_page_and_a_search():
+    """docs/chapters.md's steps for a new lesson that no build refuses: the course table's row
+    with its reading time, and a search that must list it first (tests/site)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("site_checks", ROOT / "tests" / "site" / "site_checks.py")
+    site_checks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(site_checks)
+    index = (ROOT / "book" / "index.md").read_text()
+    for lesson in chapter.lessons(ROOT):
+        assert f"{{book}}`minutes_{lesson.stem}`" in index, f"book/index.md has no row for {lesson.stem}"
+        assert lesson.stem in site_checks.SEARCHES.values(), f"SEARCHES has no search for {lesson.stem}"

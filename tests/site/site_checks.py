@@ -17,7 +17,7 @@ VIEWS = [("desktop", 1400, "light"), ("desktop", 1400, "dark"),
          ("phone", 390, "light"), ("phone", 390, "dark")]
 #: A search for the topic must list the chapter first.
 SEARCHES = {"stride": "views", "promotion": "promotion", "bfloat16": "dtypes",
-            "accelerator": "devices", "from_numpy": "creation"}
+            "accelerator": "devices", "from_numpy": "creation", "questions elsewhere": "elsewhere"}
 
 # Measured in the page: facts a reader would see, as one JSON object.
 LAYOUT_JS = r"""() => {
