@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -55,9 +56,15 @@ for path in toc_files(root):
     namespace = {"__name__": "__main__"}
     for cell in nb.cells:
         if cell.cell_type == "code":
-            exec(compile(cell.source, f"{path.name}", "exec"), namespace)
+            try:
+                exec(compile(cell.source, f"{path.name}", "exec"), namespace)
+            except AssertionError:
+                print("FLOOR-FAILED", cell.metadata.get("fence-id"))
 print(f"FLOOR {time.perf_counter() - t0:.3f}")
 """
+#: Fences that hold only in a process of their own chapter (torch warns once per process),
+#: which the one-process floor runs after other chapters: allowed to fail there.
+ONCE_PER_PROCESS = {"creation-ref-not-writable"}
 
 
 def timed(cmd: list[str], **kw) -> float:
@@ -72,6 +79,8 @@ def floor() -> float:
     out = subprocess.run([str(PYTHON), "-c", FLOOR, str(ROOT)], cwd=ROOT, check=True,
                          capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"})
     assert "FLOOR" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+    failed = set(re.findall(r"^FLOOR-FAILED (\S+)", out.stdout, re.M))
+    assert failed <= ONCE_PER_PROCESS, f"the floor: fences failed in one process: {failed}"
     return time.perf_counter() - start
 
 
