@@ -67,6 +67,11 @@ def test_search_lists_the_chapter_first(page, site, query, chapter):
     assert not problems, "\n".join(problems)
 
 
+def test_search_check_fails_a_chapter_that_is_not_listed_first(page, site):
+    assert sc.check_search(page, site, "stride", "promotion"), \
+        "self-test: the search check passed a chapter that 'stride' does not list first"
+
+
 def test_badge_opens_its_row_on_the_verified_page(browser, site):
     problems = sc.check_badge_link(browser, site, [n for n in PAGES if n != sc.VERIFIED])
     assert not problems, "\n".join(problems)
