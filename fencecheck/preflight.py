@@ -1,4 +1,4 @@
-"""``python -m fencecheck.preflight [ROOT]``: before ``make book``, check that ``_toc.yml`` and
+"""``python -m fencecheck.preflight [ROOT [CHAPTER ...]]``: before ``make book``, check that ``_toc.yml`` and
 every listed chapter's front matter parse and that no chapter is left out of it, printing each
 problem with its file and line (exit status 2), since jupyter-book's own error names no line
 and it skips an unlisted chapter in silence. The test plugin asks the same. Also prunes the
@@ -32,8 +32,15 @@ def problems(root: Path, book: str = "book") -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    """``[ROOT [CHAPTER ...]]``: each CHAPTER named is also linted, without executing it (every
+    rule but the prose numbers', which needs the run's outputs)."""
     chapter.prune_parsed(chapter.parse_cache_dir())
     found = problems(Path(argv[0]) if argv else Path.cwd())
+    for path in argv[1:]:
+        try:
+            chapter.read(Path(path))
+        except chapter.ChapterError as exc:
+            found.append(str(exc))
     for p in found:
         print(p, file=sys.stderr)
     return 2 if found else 0

@@ -178,5 +178,11 @@ def test_preflight_names_a_toc_yaml_mistake_before_jupyter_book_reads_it(tmp_pat
     proc = subprocess.run([sys.executable, "-m", "fencecheck.preflight", str(tmp_path)],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2 and "book/left-out.md is not listed in _toc.yml" in proc.stderr, proc.stderr
+    twice = tmp_path / "twice.md"   # a chapter named after ROOT is linted without running it
+    views = (ROOT / "book" / "views.md").read_text()
+    twice.write_text(views.replace(":fence-id: views-hook", ":fence-id: views-address"))
+    proc = subprocess.run([sys.executable, "-m", "fencecheck.preflight", str(ROOT), str(twice)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and "'views-address' is used in twice.md line" in proc.stderr, proc.stderr
     assert subprocess.run([sys.executable, "-m", "fencecheck.preflight", str(ROOT)],
                           capture_output=True, text=True, cwd=ROOT).returncode == 0
