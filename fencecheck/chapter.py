@@ -122,8 +122,9 @@ def lint_problems(text: str, nb) -> list[str]:
 
 def parse_cache_dir() -> Path:
     """Where parsed chapters are kept: ``$FENCES_PARSE_CACHE``, else the user's cache."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return Path(os.environ.get("FENCES_PARSE_CACHE") or cache / "tensor-fences" / "parsed")
+    if os.environ.get("FENCES_PARSE_CACHE"):   # Path.home() may fail in a sandbox without HOME
+        return Path(os.environ["FENCES_PARSE_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tensor-fences" / "parsed"
 
 
 def prune_parsed(folder: Path, keep: int = PARSED_KEEP, days: float = PARSED_DAYS,

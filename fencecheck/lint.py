@@ -618,14 +618,6 @@ def meta_problems(meta) -> list[str]:
     return problems
 
 
-def _literal(node: ast.expr) -> bool:
-    try:
-        ast.literal_eval(node)
-    except ValueError:
-        return False
-    return True
-
-
 def quiz_problems(nb, lines: list[int] | None = None) -> list[str]:
     """A quick check whose key is a literal rather than computed, and a quick-check name used twice."""
     problems, seen = [], {}

@@ -289,16 +289,19 @@ def _details(longrepr) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", str(longrepr or "")).strip()
 
 
-def _checkout_files(root: Path) -> set[str]:
+def _checkout_files(root: Path) -> set[str] | None:
     """The files in the checkout that git neither ignores nor tracks; outside a git work tree (or without git),
-    every file but those in hidden folders, ``__pycache__`` and ``_build``."""
+    every file but those in hidden folders, ``__pycache__`` and ``_build``. None when git cannot read a work tree
+    (a dubious-ownership refusal): the check is skipped rather than every tracked file called new."""
     try:
         proc = subprocess.run(["git", "-C", str(root), "ls-files", "--others", "--exclude-standard", "-z", "--", "."],
                               capture_output=True, text=True, timeout=60)
-        if proc.returncode == 0:
-            return {p for p in proc.stdout.split("\0") if p}
     except (OSError, subprocess.TimeoutExpired):
-        pass
+        proc = None
+    if proc is not None and proc.returncode == 0:
+        return {p for p in proc.stdout.split("\0") if p}
+    if proc is not None and "not a git repository" not in proc.stderr:
+        return None
     found = set()
     for folder, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "_build")]
@@ -357,13 +360,14 @@ class Recorder:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session, exitstatus):
-        if self.before is None:   # a worker
+        if hasattr(self.config, "workerinput"):   # a worker: the controller records the run
             return
         path = self.config.getoption("--fences-results")
         after = _checkout_files(self.root)
-        if path:   # the results file this run writes is not a leftover
-            after.discard(os.path.relpath(Path(path).resolve(), self.root.resolve()))
-        self.new = sorted(after - self.before)
+        if self.before is not None and after is not None:   # None: git could not read the tree
+            if path:   # the results file this run writes is not a leftover
+                after.discard(os.path.relpath(Path(path).resolve(), self.root.resolve()))
+            self.new = sorted(after - self.before)
         if self.new:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
             self.errors.append({"chapter": "(the run)", "item": "new files", "cell": None,

@@ -649,8 +649,8 @@ def _outdated(app, env, added, changed, removed) -> list[str]:
     parts (``record_page_key``) or badges (``marks_digest``) did. A page read again costs
     no execution: its outputs come from the cache."""
     rereads = set(added) | set(changed) | set(removed)
-    if getattr(env, "tf_wheel", None) != wheel_name():
-        env.tf_wheel = wheel_name()
+    if getattr(env, "tf_wheel", None) != (wheel := wheel_name()):
+        env.tf_wheel = wheel
         rereads |= env.found_docs
     numbers, key, rec = _numbers(app), record_page_key(app), _record(app)
     out = {doc for doc, quoted in _per_page(env, "tf_quoted").items()

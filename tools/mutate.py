@@ -199,10 +199,14 @@ def _timed_out(timeout: float) -> dict:
     return {"ok": False, "error": f"timed out after {timeout:.0f} s", "timeout": True}
 
 
-def _mutant_result(mutant: Mutant, namespace: dict) -> dict:
-    result = execute(mutant.source, namespace, f"<mutant {mutant.fence} #{mutant.number}>")
+def _mutant_run(mutant: Mutant, namespace: dict) -> dict:
+    return execute(mutant.source, namespace, f"<mutant {mutant.fence} #{mutant.number}>")
+
+
+def _settled(result: dict) -> dict:
+    """A mutant's result with the global state it left; only the real fence's output is read."""
     result["state"] = global_state() if result["ok"] else {}
-    del result["stdout"]  # only the real fence's output is read (for the skip marker)
+    result.pop("stdout", None)
     return result
 
 
@@ -215,7 +219,7 @@ def run_mutants(mutants: list[Mutant], namespace: dict, slots, timeout: float) -
         if not pending or not slots.acquire(block):
             return None
         mutant = pending.pop(0)
-        return Child(lambda: _mutant_result(mutant, namespace), timeout, tag=mutant)
+        return Child(lambda: _settled(_mutant_run(mutant, namespace)), timeout, tag=mutant)
 
     def done(child):
         slots.release()
@@ -277,12 +281,13 @@ def run_mutants_here(mutants: list[Mutant], namespace: dict, slots, timeout: flo
             previous = signal.signal(signal.SIGALRM, expire)
             signal.setitimer(signal.ITIMER_REAL, timeout)
             try:
-                result = _mutant_result(mutant, _isolated(namespace))
+                result = _mutant_run(mutant, _isolated(namespace))
             except _Timeout:
                 result = _timed_out(timeout)
             finally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 signal.signal(signal.SIGALRM, previous)
+            _settled(result)   # read after the deadline, as in a forked child
         torch.set_rng_state(saved[0])
         np.random.set_state(saved[1])
         random.setstate(saved[2])
@@ -395,7 +400,7 @@ def run_chapter(path: Path, slots, timeout: float, fences_wanted: set[str] | Non
 
 def deciding() -> list:
     """The functions whose code decides a mutant's outcome: part of every fence's reuse key."""
-    return [execute, _mutant_result, run_mutants, run_mutants_here, _isolated, classify,
+    return [execute, _mutant_run, _settled, _timed_out, run_mutants, run_mutants_here, _isolated, classify,
             run_chapter, prepare_root, fork_safe, global_state]
 
 
