@@ -110,7 +110,8 @@ live: $(STAMP)
 
 # Every chapter runs in a fresh kernel of its own, here as in CI and the matrix.
 # One worker per core; a chapter's cells stay on one worker (one kernel). A chapter whose
-# run the execution cache holds is read back, not executed; FRESH=1 executes every one.
+# run the execution cache holds is read back, not executed, and so is a costly proof of the
+# tooling under an unchanged key (tests/conftest.py: proven); FRESH=1 runs every one.
 WORKERS ?= -n auto --dist loadscope
 test: $(STAMP)
 	$(BIN)/python -m pytest $(WORKERS) $(if $(FRESH),--fences-fresh) $(PYTEST_ARGS)

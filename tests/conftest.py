@@ -1,18 +1,86 @@
+import hashlib
+import importlib.metadata
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
 pytest_plugins = ["pytester"]
 # The browser checks of the built site: `make check-site` runs them (pytest tests/site).
 collect_ignore = ["site"]
 
+ROOT = Path(__file__).resolve().parents[1]
+#: What a tooling proof never reads: the chapters and the records (a proof reading one names it).
+NOT_READ = ("book/", "results/", "mutate-results.json", "docs/")
+
+
+def tooling_key(also: tuple[Path, ...] = (), root: Path = ROOT) -> str | None:
+    """What a tooling proof's outcome can depend on: Python, every installed distribution's version, and every file
+    of the checkout (tracked or new, ignored ones aside) but the chapters and the records, plus ``also``.
+    None outside a git checkout: the proof then always runs."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                                cwd=root, capture_output=True)
+    except OSError:   # no git
+        return None
+    if listed.returncode != 0:
+        return None
+    files = sorted({f for f in listed.stdout.decode().split("\0") if f and not f.startswith(NOT_READ)})
+    sha = hashlib.sha256(sys.version.encode())
+    for dist in sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()):
+        sha.update(dist.encode())
+    for path in [root / f for f in files] + [Path(p) for p in also]:
+        if path.is_file():
+            sha.update(str(path.relative_to(root) if path.is_relative_to(root) else path).encode())
+            sha.update(path.read_bytes())
+    return sha.hexdigest()
+
+
+@pytest.fixture(scope="session")
+def proven(pytestconfig):
+    """``proven(name, run)``: ``run()``'s result, or the result stored by an earlier session under the same
+    ``tooling_key`` (``also``: files outside what it covers that the proof reads).
+
+    The tooling's costly proofs (the must-fail corpus, the mutate runs, the small site builds) are functions of
+    that key: they run again after any change of the tooling, the tests, the configuration or the packages, and
+    not after an edit of a chapter. The result is stored in pytest's cache (.pytest_cache/); the assertions run on
+    it either way. ``make test FRESH=1`` (``--fences-fresh``) runs every proof; a clean clone, as in CI, has none
+    stored. The terminal summary says which proofs ran and which were read back.
+    """
+    def prove(name: str, run, also: tuple[Path, ...] = ()):
+        key, entry = tooling_key(also), f"fences/proof-{name}"
+        cached = pytestconfig.cache.get(entry, None)
+        if key and cached and cached.get("key") == key and not pytestconfig.getoption("--fences-fresh"):
+            _say(pytestconfig, name, f"read back (made {cached['date']})")
+            return cached["result"]
+        result = run()
+        if key:
+            pytestconfig.cache.set(entry, {"key": key, "date": time.strftime("%Y-%m-%d %H:%M"), "result": result})
+        _say(pytestconfig, name, "ran")
+        return result
+
+    return prove
+
+
+def _say(config, name: str, what: str) -> None:
+    """Note for the summary what became of a proof (a file each: xdist's workers write at once)."""
+    (config.cache.mkdir("fences-proofs-said") / name).write_text(what)
+
 
 def pytest_terminal_summary(terminalreporter, config):
-    """Say whether the must-fail corpus ran in this session or its proof was reused."""
-    if getattr(config, "cache", None) is None:  # -p no:cacheprovider
+    """Say which tooling proofs ran in this session and which were read back."""
+    if getattr(config, "cache", None) is None or hasattr(config, "workerinput"):  # -p no:cacheprovider; a worker
         return
-    used = config.cache.get("fences/corpus-proof-used", None)
-    if used and not hasattr(config, "workerinput"):
-        terminalreporter.write_line(f"must-fail corpus: {used} (FENCES_REUSE_OUTCOMES=1 reuses it)")
-        config.cache.set("fences/corpus-proof-used", None)
+    said = {}
+    for note in sorted(config.cache.mkdir("fences-proofs-said").iterdir()):
+        said[note.name] = note.read_text()
+        note.unlink()
+    if said:
+        back = [n for n, w in said.items() if w != "ran"]
+        terminalreporter.write_line(f"tooling proofs: {len(said) - len(back)} ran, {len(back)} read back under an "
+                                    f"unchanged key (FRESH=1 runs them all){': ' + ', '.join(back) if back else ''}")
 
 
 def _edited_copy(tmp_path, monkeypatch, name: str, module: str):

@@ -338,3 +338,60 @@ def test_the_site_build_runs_the_chapters_the_cache_lacks_and_stops_on_a_failure
     assert executed.missing(book.path) == [] and runs(book.path) == 1
     ext._run_lacking(app)                       # nothing lacking: nothing runs
     assert runs(book.path) == 1
+
+
+# --- the tooling's proofs (tests/conftest.py: tooling_key, proven) -------------------------
+
+def _git(root: Path, *args: str) -> None:
+    import subprocess
+
+    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+
+
+def test_a_tooling_proof_is_keyed_by_the_tooling_not_by_the_chapters(tmp_path, tmp_path_factory):
+    from conftest import tooling_key
+
+    (tmp_path / "book").mkdir()
+    (tmp_path / "tool.py").write_text("x = 1\n")
+    (tmp_path / "book" / "a.md").write_text("# A\n")
+    (tmp_path / ".gitignore").write_text("ignored/\n")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    key = tooling_key(root=tmp_path)
+    (tmp_path / "book" / "a.md").write_text("# A, edited\n")          # a chapter: read by no proof
+    (tmp_path / "ignored").mkdir()
+    (tmp_path / "ignored" / "x.py").write_text("y = 2\n")              # what git ignores
+    assert tooling_key(root=tmp_path) == key
+    also = tmp_path / "book" / "verified.md"
+    also.write_text("v1\n")
+    assert tooling_key((also,), root=tmp_path) != key                 # a chapter the proof names
+    (tmp_path / "tool.py").write_text("x = 2\n")                       # the tooling, edited
+    edited = tooling_key(root=tmp_path)
+    assert edited != key
+    (tmp_path / "new.py").write_text("")                               # a new file, not yet added
+    assert tooling_key(root=tmp_path) != edited
+    assert tooling_key(root=tmp_path_factory.mktemp("plain")) is None  # no checkout: always run
+
+
+def test_a_tooling_proof_runs_once_and_is_read_back_until_fresh(pytester):
+    """The second session reads the proof back; ``--fences-fresh`` (make test FRESH=1) runs it again."""
+    tests = Path(__file__).resolve().parent
+    pytester.makeconftest(
+        'import importlib.util\npytest_plugins = ["fencecheck.pytest_plugin"]\n'
+        f'spec = importlib.util.spec_from_file_location("proofs", {str(tests / "conftest.py")!r})\n'
+        'proofs = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(proofs)\n'
+        'proven, pytest_terminal_summary = proofs.proven, proofs.pytest_terminal_summary\n')
+    runs = pytester.path.parent / f"{pytester.path.name}-runs"    # outside the checkout the plugin guards
+    pytester.makepyfile(test_p=(
+        "def test_p(proven):\n"
+        f"    def run():\n        with open({str(runs)!r}, 'a') as f:\n            f.write('x')\n"
+        "        return [1, 2]\n"
+        "    assert proven('p', run) == [1, 2]\n"))
+    first = pytester.runpytest_subprocess("-p", "no:xdist")
+    assert first.ret == 0 and runs.read_text() == "x"
+    first.stdout.fnmatch_lines(["tooling proofs: 1 ran, 0 read back*"])
+    second = pytester.runpytest_subprocess("-p", "no:xdist")
+    assert second.ret == 0 and runs.read_text() == "x"
+    second.stdout.fnmatch_lines(["tooling proofs: 0 ran, 1 read back*: p"])
+    assert pytester.runpytest_subprocess("-p", "no:xdist", "--fences-fresh").ret == 0
+    assert runs.read_text() == "xx"

@@ -11,32 +11,27 @@ in `make test`). fail_dead_kernel must fail at once, its cell named, not on
 the timeout. The cases that
 stop the whole suite (_toc.yml problems) each get their own in-process run.
 
-The subprocess runs are proofs about fences/ and fencecheck/ under this torch and these
-packages: under an unchanged key (``proof_key``) their recorded outcome is
-reused; see ``proven``.
+The subprocess runs are proofs about the tooling: under an unchanged key their
+recorded outcome is read back (tests/conftest.py: ``proven``).
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from fencecheck import cachekey, chapter, lint
+from fencecheck import chapter, lint
 
 CORPUS = Path(__file__).parent / "corpus"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # Seconds per cell in the corpus runs: fail_hangs must hit it; a cold torch import on a
 # loaded 2-core machine takes over 5.
 TIMEOUT = 20
-PROOF = "fences/corpus-proof"
 
 PYPROJECT = f"""[tool.pytest.ini_options]
 addopts = "--nbval-current-env --nbval-cell-timeout={TIMEOUT} -p no:cacheprovider -p no:xdist"
@@ -108,41 +103,12 @@ def run_suite(root: Path, *args: str) -> tuple[int, str]:
     return proc.returncode, ANSI.sub("", proc.stdout + proc.stderr)
 
 
-def proof_key() -> str:
-    """What the corpus run's outcome depends on: every file of fences/ and fencecheck/ (the plugin, the
-    lint, the reader), torch, every installed package (fencecheck.cachekey), and the corpus
-    and this file."""
-    digest = hashlib.sha256((cachekey.key() + cachekey.digest() + cachekey.digest(cachekey.VERIFIER)).encode())
-    for path in sorted(CORPUS.glob("*.md")) + [Path(__file__), CORPUS.parents[1] / "_config.yml"]:
-        digest.update(path.name.encode() + path.read_bytes())
-    return digest.hexdigest()
-
-
-def proven(request, name: str, run):
-    """``run()``'s result, or the result of an earlier run made under the same ``proof_key()``.
-
-    A proof's outcome is a function of that key, so one made under it is reused
-    (from pytest's cache, .pytest_cache/) instead of spending kernels and a site
-    build again, only when FENCES_REUSE_OUTCOMES=1 asks for it (local speed):
-    by default, and always in CI, it runs. The terminal summary says which happened.
-    """
-    key, entry = proof_key(), f"{PROOF}-{name}"
-    cached = request.config.cache.get(entry, None)
-    if cached and cached.get("key") == key and os.environ.get("FENCES_REUSE_OUTCOMES") == "1":
-        request.config.cache.set(PROOF + "-used", f"reused the proof made on {cached['date']}")
-        return cached["result"]
-    result = run()
-    request.config.cache.set(entry, {"key": key, "date": time.strftime("%Y-%m-%d %H:%M"), "result": result})
-    request.config.cache.set(PROOF + "-used", "ran the corpus in this session")
-    return result
-
-
 # Passing chapters that are no twin: a gated fence, a seed left set (no leak).
 EXTRA = {"pass_needs", "pass_seeds"}
 
 
 @pytest.fixture(scope="module")
-def corpus_run(request, tmp_path_factory):
+def corpus_run(proven, tmp_path_factory):
     """Every corpus chapter in one suite run: (exit code, output, records by chapter).
 
     A chapter's records are its fences and, with ``"outcome": "failed"``, the
@@ -163,7 +129,7 @@ def corpus_run(request, tmp_path_factory):
                 {**err, "outcome": "failed", "error": True})
         return code, out, by_chapter
 
-    return proven(request, "chapters", run)
+    return proven("corpus-chapters", run)
 
 
 def test_the_corpus_run_fails(corpus_run):
@@ -284,7 +250,7 @@ def test_toc_problems_stop_the_suite(pytester, toc, chapters, message):
     ("fail_front_matter_yaml", "fail_front_matter_yaml.md: WARNING: line 10, column 24: the front "
      "matter is not valid YAML"),
 ], ids=["no-header", "fence-in-a-box", "front-matter-yaml"])
-def test_site_build_refuses_what_the_suite_refuses(request, tmp_path, chapter, message):
+def test_site_build_refuses_what_the_suite_refuses(proven, tmp_path, chapter, message):
     """A chapter the suite refuses (CASES) stops `jupyter-book build -W` too, naming the
     file, under the book's MyST extensions (colon_fence: a cell in a box is text there)."""
     import yaml
@@ -305,13 +271,13 @@ def test_site_build_refuses_what_the_suite_refuses(request, tmp_path, chapter, m
                               capture_output=True, text=True, timeout=300)
         return proc.returncode, ANSI.sub("", proc.stdout + proc.stderr)
 
-    code, out = proven(request, f"site-build-{chapter}", run)
+    code, out = proven(f"corpus-site-build-{chapter}", run)
     assert code != 0, out
     assert message in out, out
     assert "Traceback" not in out, out
 
 
-def test_site_build_reports_every_failing_chapter(request, tmp_path):
+def test_site_build_reports_every_failing_chapter(proven, tmp_path):
     """Under the book's own execution settings, `jupyter-book build -W --keep-going`
     names every failing chapter and its error, not only the first (myst-nb's
     raise-on-error stops at the first)."""
@@ -334,38 +300,8 @@ def test_site_build_reports_every_failing_chapter(request, tmp_path):
                               capture_output=True, text=True, timeout=600)
         return proc.returncode, ANSI.sub("", proc.stdout + proc.stderr)
 
-    code, out = proven(request, "site-build-every-failure", run)
+    code, out = proven("corpus-site-build-every-failure", run)
     assert code != 0, out
     for name, error in (("a.md", "zeros are not ones"), ("b.md", "nothing was raised")):
         assert f"{name}: WARNING: Executing notebook failed" in out, out
         assert error in out, out
-
-
-def test_the_corpus_proof_key_follows_the_verifier(verifier_edited):
-    """The opt-in reuse of the corpus run ends when the verifier (the plugin, the lint) changes."""
-    before = proof_key()
-    verifier_edited()
-    assert proof_key() != before
-
-
-def test_a_run_that_leaves_a_new_file_in_the_checkout_fails_naming_it(pytester):
-    """The plant: a fence wrote ``saved.pt`` next to its chapter and the run passed."""
-    lay_out(pytester.path, ["pass_quick", "leaves_file"])
-    results = pytester.path / "results.json"
-    result = pytester.runpytest_subprocess("book", "-p", "no:cacheprovider", "-p", "no:xdist",
-                                           "--fences-results", str(results))
-    out = ANSI.sub("", result.stdout.str() + result.stderr.str())
-    assert result.ret == 1, out
-    assert "FAILED: new file book/saved.pt" in out or "FAILED: new file saved.pt" in out, out
-    record = json.loads(results.read_text())
-    assert record["exitstatus"] == 1
-    assert any("saved.pt" in e["reason"] for e in record["errors"]), record["errors"]
-    # every fence passed: only the file fails the run
-    assert all(f["outcome"] == "passed" for f in record["fences"]), record["fences"]
-
-
-def test_a_quick_checks_key_is_recorded(corpus_run):
-    """fences.quiz records its key as an observed value of its fence (quiz.<name>)."""
-    [rec] = [r for r in corpus_run[2]["pass_quiz"] if not r.get("error")]
-    assert rec["observed"] == {"quiz.corpus-permute": "(1, 12, 4)"}, rec
-    assert rec["labels"]["quiz.corpus-permute"] == "the answer to the quick check: What is y.stride()?"

@@ -25,7 +25,9 @@ def test_a_cpu_claim_behind_the_gate_is_refused():
     assert "2 gated fences, 1 pass without the device" in out, out
 
 
-def test_every_gated_fence_of_the_book_needs_its_device():
-    """The book's gated fences (devices, devices-reference): none passes with the gate lifted."""
-    code, out = lift(ROOT / "book" / "devices.md", ROOT / "book" / "devices-reference.md")
+def test_every_gated_fence_of_the_book_needs_its_device(proven):
+    """The book's gated fences (devices, devices-reference): none passes with the gate lifted.
+    A tooling proof over those two chapters (tests/conftest.py: ``proven``)."""
+    chapters = (ROOT / "book" / "devices.md", ROOT / "book" / "devices-reference.md")
+    code, out = proven("gate-lifted-book", lambda: lift(*chapters), also=chapters)
     assert code == 0, out

@@ -10,9 +10,7 @@ never runs these two.)
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -273,33 +271,19 @@ def run_tool(tmp_path: Path, *args) -> tuple[int, str, dict]:
     return proc.returncode, proc.stdout + proc.stderr, json.loads(out.read_text())
 
 
-def proof_key() -> str:
-    """What the runs' outcomes depend on: every file of fences/ and fencecheck/, torch and every installed
-    package (fencecheck.cachekey), the tool, the corpus chapters and this file."""
-    from fencecheck import cachekey
-
-    digest = hashlib.sha256((cachekey.key() + cachekey.digest() + cachekey.digest(cachekey.VERIFIER)).encode())
-    for path in (ROOT / "tools" / "mutate.py", ROOT / "tools" / "mutants.py",
-                 ROOT / "tools" / "mutate_reuse.py", STRONG, WEAK, JAX, FAULTS,
-                 Path(__file__)):
-        digest.update(path.name.encode() + path.read_bytes())
-    return digest.hexdigest()
-
-
 @pytest.fixture(scope="module")
-def runs(request, tmp_path_factory):
+def runs(proven, tmp_path_factory):
+    return proven("mutate-runs", lambda: mutate_runs(tmp_path_factory))
+
+
+def mutate_runs(tmp_path_factory):
     """Runs of tools/mutate.py: the corpus with no allowlist, the weak fence with one
     that justifies it (and holds a stale entry), a chapter whose fence fails unmutated,
     a chapter that uses JAX, and a chapter run three times into one record
     (again unchanged, then with its second fence edited).
 
-    Like the must-fail corpus (tests/test_corpus.py: proven), the outcome under an
-    unchanged ``proof_key()`` is reused from pytest's cache only with FENCES_REUSE_OUTCOMES=1.
+    A tooling proof, read back under an unchanged key (tests/conftest.py: ``proven``).
     """
-    key, entry = proof_key(), "fences/mutate-proof"
-    cached = request.config.cache.get(entry, None)
-    if cached and cached.get("key") == key and os.environ.get("FENCES_REUSE_OUTCOMES") == "1":
-        return cached["runs"]
     tmp = tmp_path_factory.mktemp("mutate")
     (tmp / "empty.yml").write_text("[]\n")
     (tmp / "allow.yml").write_text(JUSTIFYING)
@@ -329,7 +313,6 @@ def runs(request, tmp_path_factory):
     chapter.write_text(STRONG.read_text().replace("assert len(rows) == 3",
                                                   "assert len(rows) == 3  # edited"))
     out["edited"] = run_tool(again, chapter, "--allowlist", tmp / "empty.yml")
-    request.config.cache.set(entry, {"key": key, "runs": out})
     return out
 
 
@@ -523,8 +506,3 @@ def test_the_reuse_key_follows_the_runtime_not_the_verifier(verifier_edited, run
     assert mutate_reuse.environment_key([]) != before
 
 
-def test_the_mutate_proof_key_follows_the_verifier(verifier_edited):
-    """The opt-in reuse of these runs' outcomes ends when the verifier changes."""
-    before = proof_key()
-    verifier_edited()
-    assert proof_key() != before

@@ -1,25 +1,20 @@
 """The record on the site: a badge on every fence, the Verified-on page, the grid out of search.
 
 One small book is built with ``jupyter-book`` (execution off: badges come
-from the cells' metadata and results/, not from outputs). Like the corpus
-proofs, the build's outcome is a function of fences/ and fencecheck/, the installed
-packages and this file; FENCES_REUSE_OUTCOMES=1 reuses it under an unchanged
-key (local speed); by default it builds.
+from the cells' metadata and results/, not from outputs). The build is a
+tooling proof, read back under an unchanged key (tests/conftest.py: ``proven``).
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from fencecheck import cachekey, record
+from fencecheck import record
 from fencecheck.chapter import HEADER
 
 HOLDS = "# Proves: one plus one is two.\nassert 1 + 1 == 2"
@@ -28,6 +23,7 @@ CHANGES = ("# Proves: the flag is a bool.\nimport fences\n"
            "assert fences.observe('x.flag', True) in (True, False)")
 NEEDS_GPU = "# Proves: a CUDA tensor is on CUDA.\nimport fences\nif fences.needs('cuda'):\n    assert True is not False"
 TAUGHT = "x = 1 + 1\nprint(x)\n# Proves: one plus one is two.\nassert x == 2\nassert x > 1"
+VERIFIED = Path(__file__).resolve().parents[1] / "book" / "verified.md"
 GRID_ONLY = "zebraquux"  # a fence id: it appears in the grid and nowhere else on the site
 
 
@@ -63,7 +59,7 @@ def lay_out(root: Path) -> None:
         HEADER + "# Chapter A\n\n## Sums\n\n" + fence(GRID_ONLY, HOLDS, "fence, proof")
         + "\n## Flags\n\n" + fence("flag-check", CHANGES) + "\n## On a GPU\n\n"
         + fence("gpu-only", NEEDS_GPU) + "\n## Taught\n\n" + fence("taught", TAUGHT))
-    verified = (Path(__file__).resolve().parents[1] / "book" / "verified.md").read_text()
+    verified = VERIFIED.read_text()
     (root / "book" / "verified.md").write_text(verified)
     (root / "book" / "errors.md").write_text(HEADER + "# Errors\n\n## Every message\n\n```{record} errors\n```\n")
     (root / "book" / "glossary.md").write_text(
@@ -81,20 +77,13 @@ def lay_out(root: Path) -> None:
         "sphinx:\n  extra_extensions: [fencecheck.sphinx]\n")
 
 
-def build_key() -> str:
-    digest = hashlib.sha256((cachekey.key() + cachekey.digest() + cachekey.digest(cachekey.VERIFIER)).encode())
-    for path in [Path(__file__), Path(__file__).resolve().parents[1] / "book" / "verified.md"]:
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
 @pytest.fixture(scope="module")
-def site(request, tmp_path_factory):
+def site(proven, tmp_path_factory):
     """(exit code, output, {page: html}, search index) of the small book's build."""
-    entry = "fences/site-record-proof"
-    cached = request.config.cache.get(entry, None)
-    if cached and cached.get("key") == build_key() and os.environ.get("FENCES_REUSE_OUTCOMES") == "1":
-        return cached["result"]
+    return proven("site-record-build", lambda: build(tmp_path_factory), also=(VERIFIED,))
+
+
+def build(tmp_path_factory):
     root = tmp_path_factory.mktemp("site")
     lay_out(root)
     jb = Path(sys.executable).with_name("jupyter-book")
@@ -104,10 +93,7 @@ def site(request, tmp_path_factory):
     pages = {p: (html / "book" / f"{p}.html").read_text() for p in ("a", "verified", "errors")
              if (html / "book" / f"{p}.html").exists()}
     index = (html / "searchindex.js").read_text() if (html / "searchindex.js").exists() else ""
-    result = [proc.returncode, proc.stdout[-3000:] + proc.stderr[-3000:], pages, index]
-    request.config.cache.set(entry, {"key": build_key(), "date": time.strftime("%Y-%m-%d %H:%M"),
-                                     "result": result})
-    return result
+    return [proc.returncode, proc.stdout[-3000:] + proc.stderr[-3000:], pages, index]
 
 
 def test_the_book_builds(site):
@@ -285,13 +271,6 @@ def test_rewording_a_records_comment_makes_every_page_read_again(tmp_path):
     assert before.labels == {"a": {"x.flag": "whether herons fly"}}
     (tmp_path / "book" / "a.md").write_text(chapter % "whether herons swim")
     assert Record(tmp_path, tmp_path / "results").key != before.key
-
-
-def test_the_site_proof_key_follows_the_verifier(verifier_edited):
-    """The opt-in reuse of the small book's build ends when the Sphinx extension changes."""
-    before = build_key()
-    verifier_edited()
-    assert build_key() != before
 
 
 def test_the_line_under_a_title_links_its_first_word_of_the_books_own_to_the_glossary(site):
