@@ -64,6 +64,47 @@ def proven(pytestconfig):
     return prove
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "proof: a costly test of the tooling; its pass is read back under an unchanged "
+                                       "tooling_key (tests/conftest.py: pytest_pyfunc_call)")
+
+
+def _session_key(config) -> str | None:
+    """``tooling_key()`` once per process: the checkout does not change while the tests run."""
+    if not hasattr(config, "fences_tooling_key"):
+        config.fences_tooling_key = tooling_key()
+    return config.fences_tooling_key
+
+
+def _proof_entry(item) -> str:
+    return "fences/proof-test-" + item.nodeid.replace("/", "-")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A test marked ``proof`` that passed under the same ``tooling_key`` is read back, not run (as ``proven`` does
+    for a fixture's result: its outcome is a function of that key); ``--fences-fresh`` runs it."""
+    if pyfuncitem.get_closest_marker("proof") is None or pyfuncitem.config.getoption("--fences-fresh"):
+        return None
+    stored = pyfuncitem.config.cache.get(_proof_entry(pyfuncitem), None)
+    if stored and stored["key"] == _session_key(pyfuncitem.config):
+        pyfuncitem.read_back = True
+        _say(pyfuncitem.config, pyfuncitem.name, f"read back (passed {stored['date']})")
+        return True
+    return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if call.when == "call" and report.passed and item.get_closest_marker("proof") is not None:
+        key = _session_key(item.config)
+        if key and not getattr(item, "read_back", False):
+            item.config.cache.set(_proof_entry(item), {"key": key, "date": time.strftime("%Y-%m-%d %H:%M")})
+            _say(item.config, item.name, "ran")
+    return report
+
+
 def _say(config, name: str, what: str) -> None:
     """Note for the summary what became of a proof (a file each: xdist's workers write at once)."""
     (config.cache.mkdir("fences-proofs-said") / name).write_text(what)

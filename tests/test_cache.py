@@ -138,6 +138,7 @@ def runs(root: Path) -> int:
     return sum(cachekey.executions(root).values())
 
 
+@pytest.mark.proof
 def test_a_chapter_runs_once_and_is_then_read_back(book):
     """The first run executes and stores the chapter; the second reads every cell's outcome
     (and what it recorded) from the store, executing nothing; --fences-fresh executes."""
@@ -158,6 +159,7 @@ def test_a_chapter_runs_once_and_is_then_read_back(book):
     assert book.runpytest_subprocess("book", "--fences-fresh").ret == 0 and runs(book.path) == 2
 
 
+@pytest.mark.proof
 def test_a_run_with_a_failing_cell_is_not_stored(book):
     chapter = book.path / "book" / "a.md"
     chapter.write_text(SHOWN.replace("assert six == 6", "assert six == 7"))
@@ -309,6 +311,7 @@ def test_processes_opening_a_new_cache_at_once_all_get_it(tmp_path, monkeypatch)
         assert (got == [0] * 6) == locked, (locked, got)
 
 
+@pytest.mark.proof
 def test_the_site_build_runs_the_chapters_the_cache_lacks_and_stops_on_a_failure(book, monkeypatch):
     """``make book`` executes only through the test plugin: the Sphinx process runs the
     chapters ``missing`` names (pytest, workers only for more than one) before it reads
@@ -374,24 +377,31 @@ def test_a_tooling_proof_is_keyed_by_the_tooling_not_by_the_chapters(tmp_path, t
 
 
 def test_a_tooling_proof_runs_once_and_is_read_back_until_fresh(pytester):
-    """The second session reads the proof back; ``--fences-fresh`` (make test FRESH=1) runs it again."""
+    """The second session reads the proofs back (a fixture's result, and the pass of a test marked ``proof``; not a
+    failure); ``--fences-fresh`` (make test FRESH=1) runs them again."""
     tests = Path(__file__).resolve().parent
     pytester.makeconftest(
         'import importlib.util\npytest_plugins = ["fencecheck.pytest_plugin"]\n'
         f'spec = importlib.util.spec_from_file_location("proofs", {str(tests / "conftest.py")!r})\n'
         'proofs = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(proofs)\n'
-        'proven, pytest_terminal_summary = proofs.proven, proofs.pytest_terminal_summary\n')
+        'proven, pytest_terminal_summary = proofs.proven, proofs.pytest_terminal_summary\n'
+        'pytest_configure, pytest_pyfunc_call = proofs.pytest_configure, proofs.pytest_pyfunc_call\n'
+        'pytest_runtest_makereport = proofs.pytest_runtest_makereport\n')
     runs = pytester.path.parent / f"{pytester.path.name}-runs"    # outside the checkout the plugin guards
     pytester.makepyfile(test_p=(
+        "import pytest\n\n"
+        f"def note(what):\n    with open({str(runs)!r}, 'a') as f:\n        f.write(what)\n\n"
         "def test_p(proven):\n"
-        f"    def run():\n        with open({str(runs)!r}, 'a') as f:\n            f.write('x')\n"
-        "        return [1, 2]\n"
-        "    assert proven('p', run) == [1, 2]\n"))
+        "    def run():\n        note('p')\n        return [1, 2]\n"
+        "    assert proven('p', run) == [1, 2]\n\n"
+        "@pytest.mark.proof\ndef test_q():\n    note('q')\n\n"
+        "@pytest.mark.proof\ndef test_r():\n    note('r')\n    assert False\n"))
     first = pytester.runpytest_subprocess("-p", "no:xdist")
-    assert first.ret == 0 and runs.read_text() == "x"
-    first.stdout.fnmatch_lines(["tooling proofs: 1 ran, 0 read back*"])
+    assert first.ret == 1 and runs.read_text() == "pqr"
+    first.stdout.fnmatch_lines(["tooling proofs: 2 ran, 0 read back*"])
     second = pytester.runpytest_subprocess("-p", "no:xdist")
-    assert second.ret == 0 and runs.read_text() == "x"
-    second.stdout.fnmatch_lines(["tooling proofs: 0 ran, 1 read back*: p"])
-    assert pytester.runpytest_subprocess("-p", "no:xdist", "--fences-fresh").ret == 0
-    assert runs.read_text() == "xx"
+    second.assert_outcomes(passed=2, failed=1)
+    assert runs.read_text() == "pqrr"                                  # a failure is not stored
+    second.stdout.fnmatch_lines(["tooling proofs: 0 ran, 2 read back*: p, test_q"])
+    assert pytester.runpytest_subprocess("-p", "no:xdist", "--fences-fresh").ret == 1
+    assert runs.read_text() == "pqrrpqr"

@@ -305,3 +305,27 @@ def test_site_build_reports_every_failing_chapter(proven, tmp_path):
     for name, error in (("a.md", "zeros are not ones"), ("b.md", "nothing was raised")):
         assert f"{name}: WARNING: Executing notebook failed" in out, out
         assert error in out, out
+
+
+@pytest.mark.proof
+def test_a_run_that_leaves_a_new_file_in_the_checkout_fails_naming_it(pytester):
+    """The plant: a fence wrote ``saved.pt`` next to its chapter and the run passed."""
+    lay_out(pytester.path, ["pass_quick", "leaves_file"])
+    results = pytester.path / "results.json"
+    result = pytester.runpytest_subprocess("book", "-p", "no:cacheprovider", "-p", "no:xdist",
+                                           "--fences-results", str(results))
+    out = ANSI.sub("", result.stdout.str() + result.stderr.str())
+    assert result.ret == 1, out
+    assert "FAILED: new file book/saved.pt" in out or "FAILED: new file saved.pt" in out, out
+    record = json.loads(results.read_text())
+    assert record["exitstatus"] == 1
+    assert any("saved.pt" in e["reason"] for e in record["errors"]), record["errors"]
+    # every fence passed: only the file fails the run
+    assert all(f["outcome"] == "passed" for f in record["fences"]), record["fences"]
+
+
+def test_a_quick_checks_key_is_recorded(corpus_run):
+    """fences.quiz records its key as an observed value of its fence (quiz.<name>)."""
+    [rec] = [r for r in corpus_run[2]["pass_quiz"] if not r.get("error")]
+    assert rec["observed"] == {"quiz.corpus-permute": "(1, 12, 4)"}, rec
+    assert rec["labels"]["quiz.corpus-permute"] == "the answer to the quick check: What is y.stride()?"

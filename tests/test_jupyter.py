@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from fencecheck import jupyter
@@ -117,6 +118,7 @@ def test_a_missing_glued_value_is_reported():
     assert any("[missing value: " in p for p in jupyter.myst_left(nb))
 
 
+@pytest.mark.proof
 def test_the_wheel_installs_and_imports_in_a_fresh_venv(tmp_path):
     """The wheel the site ships holds the runtime, every module of ``fences`` and nothing
     of the verifier, and names its content in its version; installed into a fresh venv,

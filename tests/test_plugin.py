@@ -1,11 +1,12 @@
 """The test plugin, exercised with pytester (the way nbval tests itself)."""
 from __future__ import annotations
 
+import pytest
 
 from fencecheck.chapter import HEADER
 
 
-
+@pytest.mark.proof
 def test_a_stray_notebook_in_the_book_is_refused_with_what_to_do(book):
     (book.path / "book" / "creation.ipynb").write_text('{"cells": [], "metadata": {}, '
                                                        '"nbformat": 4, "nbformat_minor": 5}')
@@ -15,6 +16,7 @@ def test_a_stray_notebook_in_the_book_is_refused_with_what_to_do(book):
     assert result.ret != 0
 
 
+@pytest.mark.proof
 def test_a_chapter_failing_the_lint_is_a_collection_error(book):
     (book.path / "book" / "c.md").write_text(
         HEADER + "```{code-cell} ipython3\n:tags: [fence]\n:fence-id: c-one\n"
@@ -24,6 +26,7 @@ def test_a_chapter_failing_the_lint_is_a_collection_error(book):
     assert result.ret != 0
 
 
+@pytest.mark.proof
 def test_duplicate_fence_ids_stop_the_session(book):
     book.makefile(".yml", _toc="format: jb-book\nroot: book/a\nchapters:\n  - file: book/b\n")
     cell = ("```{code-cell} ipython3\n:tags: [fence]\n:fence-id: same\n# Proves: x\n"
@@ -35,6 +38,7 @@ def test_duplicate_fence_ids_stop_the_session(book):
     assert result.ret != 0
 
 
+@pytest.mark.proof
 def test_the_cell_timeout_comes_from_the_site_config(book):
     book.makefile(".yml", _config="execute:\n  timeout: 7\n")
     book.makepyfile(test_t="def test_t(pytestconfig):\n"
@@ -42,6 +46,7 @@ def test_the_cell_timeout_comes_from_the_site_config(book):
     assert book.runpytest_subprocess("test_t.py").ret == 0
 
 
+@pytest.mark.proof
 def test_a_dead_kernel_is_reported_at_once_naming_the_cell(book):
     book.makefile(".yml", _config="execute:\n  timeout: 300\n")
     (book.path / "book" / "d.md").write_text(

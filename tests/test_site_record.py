@@ -168,6 +168,7 @@ def read_pages(out: str) -> set[str]:
     return set(re.findall(r"reading sources\.\.\. \[\s*\d+%\] (\S+)", ANSI.sub("", out)))
 
 
+@pytest.mark.proof
 def test_an_incremental_build_reads_again_exactly_the_pages_whose_record_changed(tmp_path):
     """Sphinx sees neither results/ nor the badges: the extension reads again the pages
     whose record changed, and no other. A changed fence record: its page and the
