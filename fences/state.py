@@ -106,12 +106,6 @@ def read() -> dict[str, object]:
     return {s.name: s.read() for s in SETTINGS}
 
 
-def close_figures() -> None:
-    """Close figures a previous chapter left open in this kernel (its names are already reset)."""
-    if "matplotlib.pyplot" in sys.modules:
-        sys.modules["matplotlib.pyplot"].close("all")
-
-
 def _describe(before, after) -> str:
     """What changed, briefly: the keys of a dict or the entries of a list that differ."""
     if isinstance(before, dict) and isinstance(after, dict):
