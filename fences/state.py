@@ -51,14 +51,10 @@ def _backend_flags() -> dict:
     return {name: functools.reduce(getattr, name.split("."), b) for name in names}
 
 
-def _restore(getter: str, setter: str) -> str:
-    return f"read it first, `old = {getter}`, and restore it in `finally: {setter}(old)`"
-
-
 def _getter(label: str, getter: str, setter: str, more: str = "") -> Setting:
     """A torch setting read by ``torch.<getter>()`` and restored by ``torch.<setter>(old)``."""
     return Setting(f"{label} (torch.{getter})", getattr(torch, getter),
-                   _restore(f"torch.{getter}()", f"torch.{setter}") + more)
+                   f"read it first, `old = torch.{getter}()`, and restore it in `finally: torch.{setter}(old)`{more}")
 
 
 SETTINGS: list[Setting] = [
