@@ -19,6 +19,7 @@ COLORS = {
     "--jq-link-color": "#9abafa", "--jq-numeric-input-label": "#1b1b1b", "--jq-numeric-input-bg": "#1e1e2a",
     "--jq-correct-color": "#1a7f37", "--jq-incorrect-color": "#c80202"}
 
+
 def _same(a, b) -> bool:
     """``a == b`` as a key: a bool is not the number 1, a tensor is refused."""
     if hasattr(a, "dim") or hasattr(b, "dim"):
