@@ -19,8 +19,7 @@ import torch  # here, so the test plugin's warm-up (``import fences.state``) tak
 
 _snapshot: dict[str, object] | None = None
 _modules: set[str] = set()  # the modules imported when the snapshot was taken
-_last: dict[str, object] | None = None  # the settings after the last cell ``note`` saw
-_changed_by: dict[str, str] = {}         # setting -> the cell that moved it off the snapshot
+_changed_by: dict[str, tuple[str, object]] = {}  # setting -> (the cell that moved it off the snapshot, its value)
 
 #: Environment variables that importing a library sets (no leak of the chapter's): found by
 #: importing what the book uses on torch 2.8-2.15.
@@ -126,12 +125,11 @@ def leaks(before: dict[str, object], after: dict[str, object]) -> list[str]:
 def snapshot() -> None:
     """Before a chapter's first cell: reseed torch's, NumPy's and Python's global generators from
     the OS, as a fresh process has them, then remember the settings as they are."""
-    global _snapshot, _modules, _last
+    global _snapshot, _modules
     torch.seed()
     np.random.seed()
     random.seed()
     _snapshot = read()
-    _last = _snapshot
     _changed_by.clear()
     _modules = set(sys.modules)
 
@@ -139,16 +137,13 @@ def snapshot() -> None:
 def note(cell: str) -> None:
     """After each cell (``cell`` names it, e.g. ``book/x.md:120, fence x-id``): remember the cell
     that moved each setting off its snapshot value; a setting put back forgets its cell."""
-    global _last
     if _snapshot is None:
         return
-    now = read()
-    for name, value in now.items():
+    for name, value in read().items():
         if value == _snapshot.get(name):
             _changed_by.pop(name, None)
-        elif _last is None or value != _last.get(name):
-            _changed_by[name] = cell
-    _last = now
+        elif name not in _changed_by or value != _changed_by[name][1]:
+            _changed_by[name] = (cell, value)
 
 
 def check() -> None:
@@ -166,7 +161,7 @@ def check() -> None:
     for name in [n for n in _snapshot if _snapshot[n] != after[n]]:
         who = _changed_by.get(name)
         lines.append(f"{name}: {_describe(_snapshot[name], after[name])}"
-                     + (f"\n    changed by: {who}" if who else "") + f"\n    fix: {how[name]}")
+                     + (f"\n    changed by: {who[0]}" if who else "") + f"\n    fix: {how[name]}")
     if lines:
         raise AssertionError(
             "the chapter changed global state and did not restore it; a reader who runs "
