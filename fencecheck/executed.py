@@ -51,7 +51,6 @@ del _fences_guard_network
 SNAPSHOT = (
     NETWORK_GUARD + "\n"
     "import fences.state\n"
-    "fences.state.close_figures()\n"
     "fences.state.snapshot()"
 )
 CHECK = "fences.state.check()"

@@ -1,6 +1,4 @@
-"""The runtime a chapter's fences import: ``raises``/``warns``, ``show``, ``shares_memory``,
-``glue``, ``needs``, ``observe``, ``table``, ``torch_build``, ``forall``, ``grade`` and
-``quiz`` (``quiz_question``/``quiz_show`` for several in one output)."""
+"""The runtime a chapter's fences import (``__all__``); ``quiz_question``/``quiz_show`` show several in one output."""
 from __future__ import annotations
 
 import difflib
@@ -34,7 +32,6 @@ RECORD_ENV = "TENSOR_FENCES_RECORD"
 
 
 def recording() -> bool:
-    """True in a kernel started by the test plugin (``RECORD_ENV`` set)."""
     return os.environ.get(RECORD_ENV) == "1"
 
 
@@ -105,15 +102,15 @@ class Caught:
     message: str = ""
 
 
-def _caught(caught: Caught, kind: str, value, match: str) -> None:
-    """Accept what ``raises``/``warns`` caught: check the pattern, show it, record it."""
+def _caught(caught: Caught, value, match: str) -> None:
+    """Accept what ``raises``/``warns`` caught: check the pattern, show it (``shown_message``), record it."""
     text = str(value)
     _check_pattern(match, text)
     caught.value, caught.message = value, text
     if not in_check_part():
-        print(f"{kind}: {_first_line(text)}")
+        print(shown_message(value))
     if recording():
-        print(f"{RAISED_MARKER} {json.dumps({'class': kind, 'message': text})}")
+        print(f"{RAISED_MARKER} {json.dumps({'class': type(value).__name__, 'message': text})}")
 
 
 @contextmanager
@@ -137,7 +134,7 @@ def raises(expected: type[BaseException] | tuple, match: str):
         if not re.search(match, str(exc)):
             raise AssertionError(
                 f"{kind.__name__} was raised, but its message does not match {match!r}:\n{exc}") from exc
-        _caught(caught, kind.__name__, exc, match)
+        _caught(caught, exc, match)
     else:
         raise AssertionError(f"expected {names} matching {match!r}, nothing was raised")
 
@@ -152,7 +149,7 @@ def warns(expected: type[Warning], match: str):
         yield caught
     for w in seen:
         if issubclass(w.category, expected) and re.search(match, str(w.message)):
-            _caught(caught, w.category.__name__, w.message, match)
+            _caught(caught, w.message, match)
             return
     others = "; ".join(f"{w.category.__name__}: {w.message}" for w in seen) or "none"
     raise AssertionError(f"expected {expected.__name__} matching {match!r}, nothing was warned "

@@ -19,11 +19,6 @@ COLORS = {
     "--jq-link-color": "#9abafa", "--jq-numeric-input-label": "#1b1b1b", "--jq-numeric-input-bg": "#1e1e2a",
     "--jq-correct-color": "#1a7f37", "--jq-incorrect-color": "#c80202"}
 
-#: Classes the page and the checks look for: the container of the questions, and the text
-#: shown until the JavaScript has run (in an untrusted notebook: until the cell runs).
-CONTAINER = "tf-quiz"
-PENDING = "tf-quiz-pending"
-
 
 def _same(a, b) -> bool:
     """``a == b`` as a key: a bool is not the number 1, a tensor is refused."""
@@ -149,7 +144,7 @@ _AFTER = """
         }
       });
     });
-    root.querySelectorAll('.%(pending)s').forEach(function (p) { p.remove(); });
+    root.querySelectorAll('.tf-quiz-pending').forEach(function (p) { p.remove(); });
     root.dataset.rendered = "1";
   }
   fix();
@@ -192,15 +187,16 @@ def quiz_parts(name: str, questions: list[dict], shuffle: bool = True) -> tuple[
     prefix, static, url = load_questions_script(questions, div_id)
     first = re.sub(r"<[^>]+>", "", questions[0]["question"]) if questions else ""
     more = f" (and {len(questions) - 1} more)" if len(questions) > 1 else ""
-    pending = (f'<p class="{PENDING}">Quick check: {html.escape(html.unescape(first))}{more} '
+    # Shown until the JavaScript has run (in an untrusted notebook: until the cell runs).
+    pending = (f'<p class="tf-quiz-pending">Quick check: {html.escape(html.unescape(first))}{more} '
                "The answers appear when the page runs JavaScript (in a notebook: run the cells to here)."
                "</p>")
     div = render_div(div_id, False, shuffle, False, 1_000_000, 600, 10, "left")
-    div = div.replace("<div ", f'<div class="{CONTAINER}" data-quiz="{html.escape(name)}" '
+    div = div.replace("<div ", f'<div class="tf-quiz" data-quiz="{html.escape(name)}" '
                       f'data-questions="{len(questions)}" '
                       f'data-keys="{html.escape(json.dumps([q.get("key") for q in questions]))}" ', 1)
     return (div + pending + "</div>" + build_styles(div_id, COLORS) + _STYLE % {"id": div_id},
-            build_script(prefix, static, url, div_id, True) + _AFTER % {"id": div_id, "pending": PENDING})
+            build_script(prefix, static, url, div_id, True) + _AFTER % {"id": div_id})
 
 
 def quiz(name: str, question: str, answer, choices=None, explain=""):

@@ -14,10 +14,12 @@ import sys
 import warnings
 from typing import Callable, NamedTuple
 
+import numpy as np
+import torch  # here, so the test plugin's warm-up (``import fences.state``) takes the cold import
+
 _snapshot: dict[str, object] | None = None
 _modules: set[str] = set()  # the modules imported when the snapshot was taken
-_last: dict[str, object] | None = None  # the settings after the last cell ``note`` saw
-_changed_by: dict[str, str] = {}         # setting -> the cell that moved it off the snapshot
+_changed_by: dict[str, tuple[str, object]] = {}  # setting -> (the cell that moved it off the snapshot, its value)
 
 #: Environment variables that importing a library sets (no leak of the chapter's): found by
 #: importing what the book uses on torch 2.8-2.15.
@@ -33,71 +35,55 @@ class Setting(NamedTuple):
     restore: str
 
 
-def _torch():
-    import torch
-
-    return torch
-
-
 def _torch_print_options() -> dict:
     # torch has no public getter (2.8-2.15); _tensor_str has get_printoptions, or PRINT_OPTS.
-    ts = _torch()._tensor_str
+    ts = torch._tensor_str
     return ts.get_printoptions() if hasattr(ts, "get_printoptions") else dict(vars(ts.PRINT_OPTS))
-
-
-def _numpy_print_options() -> dict:
-    import numpy as np
-
-    return np.get_printoptions()
 
 
 def _backend_flags() -> dict:
     """TF32 and reduced-precision flags (and 2.9's precision API); readable without a GPU."""
-    b = _torch().backends
+    b = torch.backends
     names = ["cuda.matmul.allow_tf32", "cuda.matmul.allow_fp16_reduced_precision_reduction",
              "cuda.matmul.allow_bf16_reduced_precision_reduction", "cudnn.allow_tf32"]
     names += ["fp32_precision"] if hasattr(b, "fp32_precision") else []
     return {name: functools.reduce(getattr, name.split("."), b) for name in names}
 
 
-def _restore(getter: str, setter: str) -> str:
-    return f"read it first, `old = {getter}`, and restore it in `finally: {setter}(old)`"
-
-
 def _getter(label: str, getter: str, setter: str, more: str = "") -> Setting:
     """A torch setting read by ``torch.<getter>()`` and restored by ``torch.<setter>(old)``."""
-    return Setting(f"{label} (torch.{getter})", lambda: getattr(_torch(), getter)(),
-                   _restore(f"torch.{getter}()", f"torch.{setter}") + more)
+    return Setting(f"{label} (torch.{getter})", getattr(torch, getter),
+                   f"read it first, `old = torch.{getter}()`, and restore it in `finally: torch.{setter}(old)`{more}")
 
 
 SETTINGS: list[Setting] = [
     _getter("default dtype", "get_default_dtype", "set_default_dtype"),
     _getter("default device", "get_default_device", "set_default_device", ", or use `with torch.device(...):`"),
-    Setting("grad mode (torch.is_grad_enabled)", lambda: _torch().is_grad_enabled(),
+    Setting("grad mode (torch.is_grad_enabled)", torch.is_grad_enabled,
             "use `with torch.no_grad():` (or `torch.enable_grad()`) instead of torch.set_grad_enabled(False)"),
-    Setting("inference mode (torch.is_inference_mode_enabled)", lambda: _torch().is_inference_mode_enabled(),
+    Setting("inference mode (torch.is_inference_mode_enabled)", torch.is_inference_mode_enabled,
             "use `with torch.inference_mode():`, which ends with the block"),
     _getter("deterministic algorithms", "are_deterministic_algorithms_enabled", "use_deterministic_algorithms"),
     Setting("deterministic warn-only (torch.is_deterministic_algorithms_warn_only_enabled)",
-            lambda: _torch().is_deterministic_algorithms_warn_only_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled,
             "read both, `old = torch.are_deterministic_algorithms_enabled()` and `warn = "
             "torch.is_deterministic_algorithms_warn_only_enabled()`, and restore them "
             "in `finally: torch.use_deterministic_algorithms(old, warn_only=warn)`"),
-    Setting("cuDNN deterministic (torch.backends.cudnn.deterministic)", lambda: _torch().backends.cudnn.deterministic,
+    Setting("cuDNN deterministic (torch.backends.cudnn.deterministic)", lambda: torch.backends.cudnn.deterministic,
             "use `with torch.backends.cudnn.flags(deterministic=True):`"),
-    Setting("cuDNN benchmark (torch.backends.cudnn.benchmark)", lambda: _torch().backends.cudnn.benchmark,
+    Setting("cuDNN benchmark (torch.backends.cudnn.benchmark)", lambda: torch.backends.cudnn.benchmark,
             "use `with torch.backends.cudnn.flags(benchmark=True):`"),
     _getter("float32 matmul precision", "get_float32_matmul_precision", "set_float32_matmul_precision"),
     Setting("TF32 and reduced-precision flags (torch.backends.cuda.matmul, torch.backends.cudnn)", _backend_flags,
             "read the flag first, `old = torch.backends.cuda.matmul.allow_tf32`, and assign it back in `finally`"),
-    Setting("anomaly detection (torch.is_anomaly_enabled)", lambda: _torch().is_anomaly_enabled(),
+    Setting("anomaly detection (torch.is_anomaly_enabled)", torch.is_anomaly_enabled,
             "use `with torch.autograd.detect_anomaly():`"),
     _getter("warn-always", "is_warn_always_enabled", "set_warn_always"),
     _getter("number of threads", "get_num_threads", "set_num_threads"),
     Setting("torch print options (torch.set_printoptions)", _torch_print_options,
             "restore them in `finally: torch.set_printoptions(profile=\"default\")` "
             "(the defaults every chapter starts with)"),
-    Setting("NumPy print options (numpy.get_printoptions)", _numpy_print_options,
+    Setting("NumPy print options (numpy.get_printoptions)", np.get_printoptions,
             "use `with np.printoptions(...):`, which restores them at the end of the block"),
     Setting(WARNING_FILTERS, lambda: list(warnings.filters),
             "change filters only inside `with warnings.catch_warnings():` (or use `fences.warns(...)`)"),
@@ -113,21 +99,6 @@ SETTINGS: list[Setting] = [
 def read() -> dict[str, object]:
     """The global settings a chapter may change, by name."""
     return {s.name: s.read() for s in SETTINGS}
-
-
-def reset_random() -> None:
-    """Reseed torch's, NumPy's and Python's global generators from the OS, as a fresh process has them."""
-    import numpy as np
-
-    _torch().seed()
-    np.random.seed()
-    random.seed()
-
-
-def close_figures() -> None:
-    """Close figures a previous chapter left open in this kernel (its names are already reset)."""
-    if "matplotlib.pyplot" in sys.modules:
-        sys.modules["matplotlib.pyplot"].close("all")
 
 
 def _describe(before, after) -> str:
@@ -152,11 +123,13 @@ def leaks(before: dict[str, object], after: dict[str, object]) -> list[str]:
 
 
 def snapshot() -> None:
-    """Before a chapter's first cell: fresh random state, then remember the settings as they are."""
-    global _snapshot, _modules, _last
-    reset_random()
+    """Before a chapter's first cell: reseed torch's, NumPy's and Python's global generators from
+    the OS, as a fresh process has them, then remember the settings as they are."""
+    global _snapshot, _modules
+    torch.seed()
+    np.random.seed()
+    random.seed()
     _snapshot = read()
-    _last = _snapshot
     _changed_by.clear()
     _modules = set(sys.modules)
 
@@ -164,16 +137,13 @@ def snapshot() -> None:
 def note(cell: str) -> None:
     """After each cell (``cell`` names it, e.g. ``book/x.md:120, fence x-id``): remember the cell
     that moved each setting off its snapshot value; a setting put back forgets its cell."""
-    global _last
     if _snapshot is None:
         return
-    now = read()
-    for name, value in now.items():
+    for name, value in read().items():
         if value == _snapshot.get(name):
             _changed_by.pop(name, None)
-        elif _last is None or value != _last.get(name):
-            _changed_by[name] = cell
-    _last = now
+        elif name not in _changed_by or value != _changed_by[name][1]:
+            _changed_by[name] = (cell, value)
 
 
 def check() -> None:
@@ -191,7 +161,7 @@ def check() -> None:
     for name in [n for n in _snapshot if _snapshot[n] != after[n]]:
         who = _changed_by.get(name)
         lines.append(f"{name}: {_describe(_snapshot[name], after[name])}"
-                     + (f"\n    changed by: {who}" if who else "") + f"\n    fix: {how[name]}")
+                     + (f"\n    changed by: {who[0]}" if who else "") + f"\n    fix: {how[name]}")
     if lines:
         raise AssertionError(
             "the chapter changed global state and did not restore it; a reader who runs "
