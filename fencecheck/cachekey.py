@@ -4,6 +4,7 @@ executions. ``python -m fencecheck.cachekey _build`` prints the cache folder the
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -79,10 +80,8 @@ def kernel_packages(pyproject: Path = PYPROJECT) -> list[str]:
     book = tomllib.loads(Path(pyproject).read_text(encoding="utf-8"))["project"]["optional-dependencies"]["book"]
     seen: dict[tuple[str, tuple], str] = {}
     for name in ALSO_IN_KERNEL:   # its own version only: the kernel calls one function of it
-        try:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             seen[canonicalize_name(name), ()] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            pass
     roots = [Requirement(line) for line in book]
     todo = [(r.name, tuple(sorted(r.extras))) for r in roots if r.marker is None or r.marker.evaluate()]
     while todo:

@@ -81,11 +81,6 @@ def header_problems(text: str) -> list[str]:
     return problems
 
 
-def code_cell_lines(nb) -> list[int]:
-    """1-based line number of each code cell's directive, in order (the reader's map)."""
-    return lint.cell_lines(nb)
-
-
 def myst_extensions(path: Path) -> tuple[str, ...]:
     """``parse.myst_enable_extensions`` of the nearest ``_config.yml`` above ``path`` (none without one)."""
     config = next((f / "_config.yml" for f in Path(path).resolve().parents if (f / "_config.yml").exists()), None)
@@ -111,7 +106,7 @@ def lessons(root: Path) -> list[Path]:
 
 def lint_problems(text: str, nb) -> list[str]:
     """Everything ``fencecheck.lint`` finds in one chapter (the lesson form's rules in a lesson)."""
-    lines = code_cell_lines(nb)
+    lines = lint.cell_lines(nb)
     problems = (lint.cell_problems(nb, text) + lint.text_problems(text) + lint.exponent_problems(text)
                 + lint.solution_problems(text) + lint.meta_problems(front_matter(text).get("tensor-fences"))
                 + lint.quiz_problems(nb, lines))
@@ -186,7 +181,7 @@ def read(path: Path):
         problems = lint_problems(text, nb) + lint.book_problems({path.name: nb})
     if problems:
         raise ChapterError(f"{path}: " + "; ".join(problems))
-    return nb, code_cell_lines(nb)
+    return nb, lint.cell_lines(nb)
 
 
 def _listed(node) -> list[str]:
@@ -207,7 +202,6 @@ def toc_files(root: Path) -> list[Path]:
 
 
 def book_problems(root: Path) -> list[str]:
-    """Problems across the book's chapters (a fence id used twice)."""
     notebooks = {}
     for path in toc_files(root):
         if path.exists() and not header_problems(text := path.read_text(encoding="utf-8")):

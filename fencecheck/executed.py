@@ -12,6 +12,7 @@ import nbformat
 from fences import OBSERVE_MARKER, RAISED_MARKER, RECORD_ENV
 
 from . import cachekey
+from . import chapter as chapters
 
 #: The first thing each chapter's kernel runs: Internet sockets refuse to connect or send, and
 #: a host name is not resolved, with a RuntimeError (an OSError might be caught as "offline").
@@ -126,8 +127,6 @@ class Stored:
 def missing(root: Path) -> list[Path]:
     """The chapters of ``root``'s table of contents whose run the execution cache lacks (one
     the build refuses, with no header, is left to the build to name)."""
-    from . import chapter as chapters
-
     cache = cachekey.cache_path(cachekey.cache_base(root))
     lacking = []
     for path in chapters.toc_files(root):

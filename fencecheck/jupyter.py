@@ -21,11 +21,6 @@ SUBSTITUTION = re.compile(r"\{\{\s*([\w-]+)\s*\}\}|\{book\}`([\w-]+)`")
 TARGET = re.compile(r"^\(([^)\s]+)\)=\s*$", re.M)
 LEFT = re.compile(r"\{\{\s*[\w-]+\s*\}\}|\[missing value: |\{[a-z:]+\}`|^(`{3,}|:{3,})\{"
                   r"|^\([\w-]+\)=\s*$|\]\([^)]*\.md[)#]", re.M)
-#: Tags whose cells are collapsed in Jupyter, and whether their outputs are too.
-COLLAPSED = {lint.PROOF_TAG: True, "hide-input": False, "hide-cell": True,
-             "remove-input": False, "remove-cell": True}
-LABELS = {"note": "Note", "tip": "Tip", "warning": "Warning", "important": "Important",
-          "admonition": ""}
 #: The tag of a lesson fence's check part in the downloaded notebook.
 CHECKS_TAG = "fence-checks"
 
@@ -71,7 +66,7 @@ def _directive(kind: str, title: str, options: dict, text: str) -> str:
         return f"### Exercise: {title}".rstrip(": ") + "\n\n" + text
     if kind in ("solution-start", "solution-end"):
         return "**Solution** (collapsed below: expand the cells to see it)" if kind == "solution-start" else ""
-    head = title or LABELS.get(kind, kind.capitalize())
+    head = title or ("" if kind == "admonition" else kind.capitalize())
     if kind == "cited":
         head = "Cited, not verified here" + (f": {title}" if title else "")
         text += f"\n\nSource: <{options.get('source', '')}> ({options.get('version', '')})"
@@ -163,7 +158,8 @@ def for_jupyter(nb, ext: dict, site: str = "../../", subs: dict | None = None):
         cell.outputs = [o for o in cell.get("outputs", [])
                         if "scrapbook" not in (o.get("metadata") or {})]
         tags = set(cell.metadata.get("tags", []))
-        folds = [COLLAPSED[t] for t in tags & set(COLLAPSED)] + ([False] if CHECKS_TAG in tags else [])
+        # A folding tag collapses the cell in Jupyter, and its outputs too unless it names only the input.
+        folds = [not t.endswith("-input") for t in tags & lint.FOLDING_TAGS] + ([False] if CHECKS_TAG in tags else [])
         if in_solution or folds:
             fold = {"source_hidden": True}
             table = any("text/markdown" in (o.get("data") or {}) for o in cell.outputs)

@@ -69,7 +69,6 @@ def visible_code(cell) -> str:
 
 
 def fence_id(cell) -> str | None:
-    """The id of a fence cell (its ``fence-id`` metadata), or None."""
     value = cell.metadata.get("fence-id")
     return str(value) if value is not None else None
 
@@ -102,7 +101,6 @@ def described(source: str) -> dict[str, str]:
 
 
 def fix(source: str) -> str:
-    """The fence's ``# Fix:`` words, or ""."""
     lines = source.splitlines()
     return next((_indented(m.group(1), lines[n + 1:]) for n, m in enumerate(map(FIX.match, lines)) if m), "")
 
@@ -121,7 +119,7 @@ def _nodes(source: str) -> tuple[ast.AST, ...]:
 
 
 def _calls(source: str, names: set[str]) -> list[ast.Call]:
-    """The calls in ``source`` of a function or method named one of ``names``."""
+    """The calls of a function or method named one of ``names``."""
     return [n for n in _nodes(source)
             if isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) in names]
 
@@ -194,7 +192,6 @@ def _cannot_fail(test: ast.expr) -> bool:
 
 
 def tautologies(source: str) -> list[str]:
-    """Asserts in ``source`` that cannot fail, each as its source text."""
     return [ast.unparse(n.test) for n in _nodes(source) if isinstance(n, ast.Assert) and _cannot_fail(n.test)]
 
 
@@ -396,7 +393,7 @@ def _teaching_problem(visible: str, folded: str, source: str) -> str | None:
                 "`# Proves:` on) asserts")
     if any(not c.args and not c.keywords for c in _calls(visible, {"show"})):
         return "`fences.show()` with nothing to show: give it the values the sentence reads off"
-    if not (_calls_any(visible, SHOWING) or _calls_any(folded, {"quiz"})):
+    if not (_calls(visible, SHOWING) or _calls(folded, {"quiz"})):
         return "the teaching part shows nothing: end it with fences.show(...), a raises block or a table"
     body = _nodes(source)[0].body if _nodes(source) else []
     last = source.rstrip().splitlines()[-1].split("#", 1)[0].rstrip() if body else ""

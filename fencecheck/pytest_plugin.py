@@ -129,12 +129,8 @@ class Chapter(IPyNbFile):
     died = ""        # the item whose cell the kernel died in
     stored = None    # the run read back from the execution cache, or None
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.compare_outputs = False   # a fence proves its claim with assert
-        self.ran: dict[int, list] = {}   # cell number -> the outputs it gave, this run
-
     def setup(self):
+        self.ran: dict[int, list] = {}   # cell number -> the outputs it gave, this run
         root = Path(self.config.rootpath)
         self.cache = cachekey.cache_path(cachekey.cache_base(root))
         if not self.config.getoption("--fences-fresh"):

@@ -13,7 +13,7 @@ import torch
 
 import fences
 from fences import state
-from fencecheck import cachekey, chapter
+from fencecheck import cachekey, chapter, lint
 from fencecheck.chapter import HEADER
 
 
@@ -243,7 +243,7 @@ def test_header_problems():
 def test_code_cell_lines(tmp_path: Path):
     text = HEADER + "# t\n```{code-cell} ipython3\nx = 1\n```\n\n```{code-cell}\ny = 2\n```\n"
     first = HEADER.count("\n") + 2
-    assert chapter.code_cell_lines(chapter.parse(text, tmp_path / "t.md")) == [first, first + 4]
+    assert lint.cell_lines(chapter.parse(text, tmp_path / "t.md")) == [first, first + 4]
 
 
 def test_read_refuses_forbidden_tags(tmp_path: Path):

@@ -1,7 +1,7 @@
 """nbval (written against 0.11.0): the notebook collector the test plugin extends.
 
 nbval has no public extension API. ``fencecheck.pytest_plugin`` subclasses ``IPyNbFile``
-(relying on its ``kernel``, ``setup_sanitize_files()``, ``timed_out``, ``compare_outputs``)
+(relying on its ``kernel``, ``setup_sanitize_files()``, ``timed_out``)
 and ``IPyNbCell`` (its ``cell``, ``test_outputs``); the default of
 ``--nbval-cell-timeout`` means "not given"; ``keep_history`` patches ``RunningKernel.kc``.
 """
@@ -35,8 +35,7 @@ def check() -> None:
     for name in ("setup_sanitize_files", "setup", "teardown", "collect"):
         assert callable(getattr(IPyNbFile, name, None)), f"nbval: IPyNbFile.{name} is gone"
     init = inspect.getsource(IPyNbFile.__init__)
-    for attr in ("self.timed_out", "self.compare_outputs"):
-        assert attr in init, f"nbval: IPyNbFile.__init__ no longer sets {attr}"
+    assert "self.timed_out" in init, "nbval: IPyNbFile.__init__ no longer sets self.timed_out"
     assert "self.kernel" in inspect.getsource(IPyNbFile.setup), \
         "nbval: IPyNbFile.setup no longer sets self.kernel"
     params = list(inspect.signature(IPyNbCell.__init__).parameters)
