@@ -135,23 +135,22 @@ def _owners() -> dict[str, list[str]]:
 
 
 def _imports(nb) -> tuple[list, list[tuple[str, str]]]:
-    """(cell, its syntax tree) for each code cell of ``nb`` that parses, and
-    (name bound, its top-level module) for each of their imports."""
+    """(cell, its nodes: ``lint._nodes``, cached) for each code cell of ``nb`` that parses,
+    and (name bound, its top-level module) for each of their imports."""
     import ast
 
-    trees, bound = [], []
+    parsed, bound = [], []
     for cell in nb.cells:
-        if cell.cell_type != "code":
+        found = lint._nodes(cell.source) if cell.cell_type == "code" else ()
+        if not found:
             continue
-        try:
-            tree = ast.parse(lint._strip_magics(cell.source))
-        except SyntaxError:
-            continue
-        trees.append((cell, tree))
-        bound += [((a.asname or a.name).split(".")[0], (getattr(node, "module", None) or a.name).split(".")[0])
-                  for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
-                  and not getattr(node, "level", 0) for a in node.names]
-    return trees, bound
+        parsed.append((cell, found))
+        for node in found:
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
+                for alias in node.names:
+                    module = getattr(node, "module", None) or alias.name
+                    bound.append(((alias.asname or alias.name).split(".")[0], module.split(".")[0]))
+    return parsed, bound
 
 
 def chapter_needs(nb) -> dict[str, str]:
@@ -160,9 +159,9 @@ def chapter_needs(nb) -> dict[str, str]:
     import sys
     from importlib import metadata
 
-    trees, bound = _imports(nb)
+    parsed, bound = _imports(nb)
     modules = {module for _, module in bound}
-    if any(re.search(r"\bfences\.quiz", cell.source) for cell, _ in trees):
+    if any(re.search(r"\bfences\.quiz", cell.source) for cell, _ in parsed):
         modules.add("jupyterquiz")   # the runtime imports it when it shows a quiz
     return {dist: metadata.version(dist)
             for module in sorted(modules - set(sys.stdlib_module_names) - {"torch", "fences"})
@@ -178,15 +177,14 @@ def fences_using(nb) -> dict[str, list[str]]:
     was imported as (``np`` for numpy), or the helper that runs it (``fences.forall``)."""
     import ast
 
-    trees, bound = _imports(nb)
+    parsed, bound = _imports(nb)
     alias = dict(bound)
     found: dict[str, list[str]] = {}
-    for cell, tree in trees:
+    for cell, tree in parsed:
         ident = lint.fence_id(cell) if lint.is_fence(cell) else None
         if not ident:
             continue
-        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
-            {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        names = {n.id for n in tree if isinstance(n, ast.Name)} | {n.attr for n in tree if isinstance(n, ast.Attribute)}
         dists = {d for name in names if name in alias for d in _owners().get(alias[name], [])}
         dists |= {d for d, helpers in THROUGH_HELPERS.items() if names & set(helpers)}
         for dist in dists:
