@@ -632,7 +632,7 @@ def _outdated(app, env, added, changed, removed) -> list[str]:
     env.tf_marks_key = rec.key   # every page's digest is of this record, or it is read again
     if getattr(env, "tf_wheel", None) != (wheel := wheel_name()):
         env.tf_wheel = wheel
-        return sorted(env.found_docs - set(added) - set(changed))   # those Sphinx reads anyway aside
+        return sorted(env.found_docs - added - changed)   # those Sphinx reads anyway aside
     out = set()
     for doc, kept in env.metadata.items():
         ids, digest = kept.get("tf_marks", ([], None))
@@ -640,7 +640,7 @@ def _outdated(app, env, added, changed, removed) -> list[str]:
                 or kept.get("tf_record_page", key) != key \
                 or marks_changed and digest is not None and marks_digest(rec, ids) != digest:
             out.add(doc)
-    return sorted(out & env.found_docs - set(added) - set(changed))
+    return sorted(out & env.found_docs - added - changed)
 
 
 class unsearched_html(nodes.comment):  # noqa: N801 - docutils dispatches on the class name
@@ -772,7 +772,7 @@ def _static_outdated(app, env, added, changed, removed) -> list[str]:
     if getattr(env, "tf_static_digest", None) == digest.hexdigest():
         return []
     env.tf_static_digest = digest.hexdigest()
-    return [app.config.root_doc] if app.config.root_doc in env.found_docs else []
+    return [app.config.root_doc] if app.config.root_doc in env.found_docs - added - changed else []
 
 
 def setup(app):
