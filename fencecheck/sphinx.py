@@ -46,7 +46,7 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
 
     myst-nb writes jupyter_execute/<page>.ipynb from the notebook it read, so a page served
     from the cache has no outputs (myst-nb 1.x): they are merged back from the cache."""
-    executed = myst_nb.executed_notebook(app.outdir, pagename)
+    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
     if not executed.exists():
         return
     import nbformat
@@ -57,7 +57,7 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
         from .upstream.jupyter_cache import get_cache
 
         try:
-            _, nb = get_cache(myst_nb.cache_path_of(app)).merge_match_into_notebook(nb)
+            _, nb = get_cache(app.env.mystnb_config.execution_cache_path).merge_match_into_notebook(nb)
         except KeyError:
             logger.warning(f"no executed notebook in the cache for {pagename}",
                            location=pagename, type="fences", subtype="download")
@@ -72,7 +72,7 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, target)
-    theme.offer_download(context, f"{pagename}.ipynb")
+    context["ipynb_source"] = f"{pagename}.ipynb"   # the theme's menu offers it (upstream.theme)
 
 
 def _offer_wheel(app, pagename, templatename, context, doctree) -> None:
