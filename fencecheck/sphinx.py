@@ -37,9 +37,8 @@ def _check_source(app, docname: str, source: list[str]) -> None:
     if path.suffix != ".md":
         return
     text = source[0]
-    problems = chapters.header_problems(text) or chapters.lint_problems(text, chapters.parse(text, path))
-    for problem in problems:
-        logger.warning(f"{problem}", location=docname, type="fences", subtype="chapter")
+    for problem in chapters.header_problems(text) or chapters.lint_problems(text, chapters.parse(text, path)):
+        logger.warning(problem, location=docname, type="fences", subtype="chapter")
 
 
 def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
@@ -47,7 +46,7 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
 
     myst-nb writes jupyter_execute/<page>.ipynb from the notebook it read, so a page served
     from the cache has no outputs (myst-nb 1.x): they are merged back from the cache."""
-    executed = myst_nb.executed_notebook(app.outdir, pagename)
+    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
     if not executed.exists():
         return
     import nbformat
@@ -58,7 +57,7 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
         from .upstream.jupyter_cache import get_cache
 
         try:
-            _, nb = get_cache(myst_nb.cache_path_of(app)).merge_match_into_notebook(nb)
+            _, nb = get_cache(app.env.mystnb_config.execution_cache_path).merge_match_into_notebook(nb)
         except KeyError:
             logger.warning(f"no executed notebook in the cache for {pagename}",
                            location=pagename, type="fences", subtype="download")
@@ -73,7 +72,7 @@ def _offer_notebook(app, pagename, templatename, context, doctree) -> None:
     target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, target)
-    theme.offer_download(context, f"{pagename}.ipynb")
+    context["ipynb_source"] = f"{pagename}.ipynb"   # the theme's menu offers it (upstream.theme)
 
 
 def _offer_wheel(app, pagename, templatename, context, doctree) -> None:
@@ -135,23 +134,22 @@ def _owners() -> dict[str, list[str]]:
 
 
 def _imports(nb) -> tuple[list, list[tuple[str, str]]]:
-    """(cell, its syntax tree) for each code cell of ``nb`` that parses, and
-    (name bound, its top-level module) for each of their imports."""
+    """(cell, its nodes: ``lint._nodes``, cached) for each code cell of ``nb`` that parses,
+    and (name bound, its top-level module) for each of their imports."""
     import ast
 
-    trees, bound = [], []
+    parsed, bound = [], []
     for cell in nb.cells:
-        if cell.cell_type != "code":
+        found = lint._nodes(cell.source) if cell.cell_type == "code" else ()
+        if not found:
             continue
-        try:
-            tree = ast.parse(lint._strip_magics(cell.source))
-        except SyntaxError:
-            continue
-        trees.append((cell, tree))
-        bound += [((a.asname or a.name).split(".")[0], (getattr(node, "module", None) or a.name).split(".")[0])
-                  for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
-                  and not getattr(node, "level", 0) for a in node.names]
-    return trees, bound
+        parsed.append((cell, found))
+        for node in found:
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
+                for alias in node.names:
+                    module = getattr(node, "module", None) or alias.name
+                    bound.append(((alias.asname or alias.name).split(".")[0], module.split(".")[0]))
+    return parsed, bound
 
 
 def chapter_needs(nb) -> dict[str, str]:
@@ -160,9 +158,9 @@ def chapter_needs(nb) -> dict[str, str]:
     import sys
     from importlib import metadata
 
-    trees, bound = _imports(nb)
+    parsed, bound = _imports(nb)
     modules = {module for _, module in bound}
-    if any(re.search(r"\bfences\.quiz", cell.source) for cell, _ in trees):
+    if any(re.search(r"\bfences\.quiz", cell.source) for cell, _ in parsed):
         modules.add("jupyterquiz")   # the runtime imports it when it shows a quiz
     return {dist: metadata.version(dist)
             for module in sorted(modules - set(sys.stdlib_module_names) - {"torch", "fences"})
@@ -178,15 +176,14 @@ def fences_using(nb) -> dict[str, list[str]]:
     was imported as (``np`` for numpy), or the helper that runs it (``fences.forall``)."""
     import ast
 
-    trees, bound = _imports(nb)
+    parsed, bound = _imports(nb)
     alias = dict(bound)
     found: dict[str, list[str]] = {}
-    for cell, tree in trees:
+    for cell, tree in parsed:
         ident = lint.fence_id(cell) if lint.is_fence(cell) else None
         if not ident:
             continue
-        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
-            {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        names = {n.id for n in tree if isinstance(n, ast.Name)} | {n.attr for n in tree if isinstance(n, ast.Attribute)}
         dists = {d for name in names if name in alias for d in _owners().get(alias[name], [])}
         dists |= {d for d, helpers in THROUGH_HELPERS.items() if names & set(helpers)}
         for dist in dists:
@@ -412,8 +409,8 @@ def reference_run(runs: list[dict]) -> str:
     from fences import installed_torch_version
 
     here = getattr(installed_torch_version(), "__version__", None)
-    labels = [records.label(r) for r in runs]
-    return next((records.label(r) for r in runs if r.get("torch") == here), labels[-1] if labels else "")
+    run = next((r for r in runs if r.get("torch") == here), runs[-1] if runs else None)
+    return records.label(run) if run else ""
 
 
 def chapter_titles(root: Path) -> dict[str, str]:
@@ -477,7 +474,6 @@ def _named(handler):
 
 @_named
 def _numbers(app) -> dict[str, str]:
-    """``book_numbers`` of this build, computed once."""
     if getattr(app, "_tf_numbers", None) is None:
         app._tf_numbers = book_numbers(Path(app.srcdir))
     return app._tf_numbers
@@ -485,7 +481,7 @@ def _numbers(app) -> dict[str, str]:
 
 class BookRole(SphinxRole):
     """``{book}`index_fences```: one of ``book_numbers`` (``wheel_link``: a link). Each page
-    keeps what it quoted (``env.tf_quoted``) for ``_outdated``."""
+    keeps what it quoted (``tf_quoted``) for ``_outdated``."""
 
     def run(self):
         numbers = _numbers(self.env.app)
@@ -494,7 +490,7 @@ class BookRole(SphinxRole):
                 f"book: no number {self.text!r}; one of {', '.join(numbers)}", line=self.lineno)
             return [self.inliner.problematic(self.rawtext, self.rawtext, msg)], [msg]
         value = numbers[self.text]
-        _per_page(self.env, "tf_quoted").setdefault(self.env.docname, {})[self.text] = value
+        self.env.metadata[self.env.docname].setdefault("tf_quoted", {})[self.text] = value
         if self.text == "wheel_link":
             return [nodes.raw("", value, format="html")], []
         return [nodes.Text(value)], []
@@ -576,6 +572,16 @@ class Record:
             digest.update(f"{f.id} {f.chapter} {f.code} {f.section} {sorted(f.labels.items())}".encode())
         digest.update(repr(sorted(self.digests.items())).encode())
         self.key = digest.hexdigest()
+        self.srcdir = Path(srcdir)
+
+    @functools.cached_property
+    def page_key(self) -> str:
+        """What a page of ``{record}`` parts is written from: ``key``, the chapters' titles
+        and the reference run (the errors page names both)."""
+        digest = hashlib.sha256(self.key.encode())
+        digest.update(repr(sorted(chapter_titles(self.srcdir).items())).encode())
+        digest.update(reference_run(self.runs).encode())
+        return digest.hexdigest()
 
 
 @_named
@@ -585,38 +591,10 @@ def _record(app) -> Record:
     return app._tf_record
 
 
-#: What the environment keeps per page between builds, a dict each: the record key its
-#: ``{record}`` parts were written from, its fences and their badges' digest, the numbers it quoted.
-PER_PAGE = ("tf_record_pages", "tf_marks", "tf_quoted")
-
-
-def _per_page(env, name: str) -> dict:
-    """``env.<name>``, one of ``PER_PAGE``."""
-    return vars(env).setdefault(name, {})
-
-
-def _purge_page(app, env, docname) -> None:
-    for name in PER_PAGE:
-        _per_page(env, name).pop(docname, None)
-
-
-def _merge_pages(app, env, docnames, other) -> None:
-    """A parallel read's per-page entries, into the main environment."""
-    for name in PER_PAGE:
-        theirs = getattr(other, name, None) or {}
-        _per_page(env, name).update({d: theirs[d] for d in docnames if d in theirs})
-
-
-def record_page_key(app) -> str:
-    """What a page of ``{record}`` parts is written from: the record (``Record.key``), the
-    chapters' titles and the reference run (the errors page names both)."""
-    if getattr(app, "_tf_record_page_key", None) is None:
-        rec = _record(app)
-        digest = hashlib.sha256(rec.key.encode())
-        digest.update(repr(sorted(chapter_titles(Path(app.srcdir)).items())).encode())
-        digest.update(reference_run(rec.runs).encode())
-        app._tf_record_page_key = digest.hexdigest()
-    return app._tf_record_page_key
+#: What a page keeps between builds for ``_outdated`` is in ``env.metadata[page]``, which
+#: Sphinx empties when it reads the page again and merges from a parallel read (myst-parser
+#: keeps its slugs there too): ``tf_record_page``, the ``Record.page_key`` its ``{record}``
+#: parts were written from; ``tf_marks``, its fences and their badges' digest; ``tf_quoted``.
 
 
 def page_marks(rec: Record, ids: list[str]) -> tuple[list[tuple[str, records.Badge]], str]:
@@ -640,28 +618,29 @@ def _fence_cells(doctree) -> list[tuple[nodes.container, str]]:
 def _note_marks(app, doctree) -> None:
     """Keep, for the page just read, its fences and the digest of their badges."""
     ids = [ident for _, ident in _fence_cells(doctree)]
-    _per_page(app.env, "tf_marks")[app.env.docname] = (ids, marks_digest(_record(app), ids) if ids else "")
+    app.env.metadata[app.env.docname]["tf_marks"] = (ids, marks_digest(_record(app), ids))
 
 
 def _outdated(app, env, added, changed, removed) -> list[str]:
     """The pages showing what changed unseen by Sphinx: every page when the wheel's name did
     (its download menu and notebook name it); each page whose ``{book}`` numbers, ``{record}``
-    parts (``record_page_key``) or badges (``marks_digest``) did. A page read again costs
+    parts (``Record.page_key``) or badges (``marks_digest``) did. A page read again costs
     no execution: its outputs come from the cache."""
-    rereads = set(added) | set(changed) | set(removed)
+    numbers, rec = _numbers(app), _record(app)
+    key = rec.page_key
+    marks_changed = getattr(env, "tf_marks_key", None) != rec.key   # badges are a function of the record
+    env.tf_marks_key = rec.key   # every page's digest is of this record, or it is read again
     if getattr(env, "tf_wheel", None) != (wheel := wheel_name()):
         env.tf_wheel = wheel
-        rereads |= env.found_docs
-    numbers, key, rec = _numbers(app), record_page_key(app), _record(app)
-    out = {doc for doc, quoted in _per_page(env, "tf_quoted").items()
-           if any(numbers.get(k) != v for k, v in quoted.items())}
-    out |= {doc for doc, was in _per_page(env, "tf_record_pages").items() if was != key}
-    if getattr(env, "tf_marks_key", None) != rec.key:   # badges are a function of the record
-        for doc, (ids, digest) in _per_page(env, "tf_marks").items():
-            if ids and doc not in rereads and doc not in out and marks_digest(rec, ids) != digest:
-                out.add(doc)
-        env.tf_marks_key = rec.key   # every page's digest is of this record, or it is read again
-    return sorted((out | rereads) & env.found_docs)
+        return sorted(env.found_docs - added - changed)   # those Sphinx reads anyway aside
+    out = set()
+    for doc, kept in env.metadata.items():
+        ids, digest = kept.get("tf_marks", ([], None))
+        if any(numbers.get(k) != v for k, v in kept.get("tf_quoted", {}).items()) \
+                or kept.get("tf_record_page", key) != key \
+                or marks_changed and digest is not None and marks_digest(rec, ids) != digest:
+            out.add(doc)
+    return sorted(out & env.found_docs - added - changed)
 
 
 class unsearched_html(nodes.comment):  # noqa: N801 - docutils dispatches on the class name
@@ -713,7 +692,7 @@ class RecordDirective(SphinxDirective):
             raise self.error(f"record: unknown part {part!r}; one of {', '.join(self.PARTS)}")
         app, here = self.env.app, self.env.docname
         rec = _record(app)
-        _per_page(self.env, "tf_record_pages")[here] = record_page_key(app)
+        self.env.metadata[here]["tf_record_page"] = rec.page_key
 
         def url(chapter: str) -> str:
             return app.builder.get_relative_uri(here, Path(chapter).with_suffix("").as_posix())
@@ -793,7 +772,7 @@ def _static_outdated(app, env, added, changed, removed) -> list[str]:
     if getattr(env, "tf_static_digest", None) == digest.hexdigest():
         return []
     env.tf_static_digest = digest.hexdigest()
-    return [app.config.root_doc] if app.config.root_doc in env.found_docs else []
+    return [app.config.root_doc] if app.config.root_doc in env.found_docs - added - changed else []
 
 
 def setup(app):
@@ -809,8 +788,8 @@ def setup(app):
             ("config-inited", _key_the_cache), ("config-inited", _configure), ("builder-inited", _check_book),
             ("builder-inited", _run_lacking), ("source-read", _check_source),
             ("env-get-outdated", _outdated), ("env-get-outdated", _static_outdated),
-            ("env-get-outdated", upstream_sphinx.entries_outdated), ("env-purge-doc", _purge_page),
-            ("env-merge-info", _merge_pages), ("doctree-read", _note_marks), ("doctree-read", _fold_proofs),
+            ("env-get-outdated", upstream_sphinx.entries_outdated),
+            ("doctree-read", _note_marks), ("doctree-read", _fold_proofs),
             ("doctree-resolved", _add_badges), ("doctree-resolved", _executed_with),
             ("html-collect-pages", upstream_sphinx.keep_index_entries),
             ("html-page-context", lambda app, page, template, context, doctree: theme.dedupe_scripts(context)),
@@ -819,7 +798,7 @@ def setup(app):
     app.connect("html-page-context", _offer_notebook, priority=500)
     app.connect("html-page-context", _offer_wheel, priority=900)  # after the theme's menu
     # A new stemming rule (search.ENV_VERSION) or a change of what a page's read keeps is a
-    # new env_version: no page keeps the old (3: a reference page's proof tables shown).
+    # new env_version: no page keeps the old (4: what _outdated reads is in env.metadata).
     app.add_search_language(search.BookEnglish)
-    return {"version": "3", "env_version": 10 * 3 + search.ENV_VERSION,
+    return {"version": "4", "env_version": 10 * 4 + search.ENV_VERSION,
             "parallel_read_safe": True, "parallel_write_safe": True}

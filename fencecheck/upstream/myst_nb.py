@@ -2,8 +2,9 @@
 
 ``read_notebook`` is myst-nb's own reader (``myst_nb.core.read``, not a documented API),
 the one reader of a chapter (``fencecheck.chapter.parse``), configured as the build is.
-The rest reach into the build: where myst-nb writes a page's notebook (from the notebook
-it read, so without the cache's outputs), its cache, its record of a run, its folds.
+The rest reach into the build: its record of a run, its folds; ``check`` also holds
+myst-nb to what ``fencecheck.sphinx`` reads of it directly (``mystnb_config``'s cache path,
+each page's notebook in ``jupyter_execute/``).
 """
 from __future__ import annotations
 
@@ -15,8 +16,7 @@ from myst_parser.config.main import MdParserConfig
 
 from myst_nb.core.variables import format_plain_text  # how {glue:text} formats a value
 
-__all__ = ["format_plain_text", "read_notebook", "executed_notebook", "cache_path_of", "exec_data", "fold_cell",
-           "check"]
+__all__ = ["format_plain_text", "read_notebook", "exec_data", "fold_cell", "check"]
 
 
 def read_notebook(path: Path, text: str, extensions: tuple[str, ...]):
@@ -32,16 +32,6 @@ def read_notebook(path: Path, text: str, extensions: tuple[str, ...]):
               f"{sorted(extensions)} {path}")
     return cached_notebook(reader, text, lambda: read_myst_markdown_notebook(
         text, MdParserConfig(enable_extensions=set(extensions)), add_source_map=True, path=path))
-
-
-def executed_notebook(outdir: str | Path, pagename: str) -> Path:
-    """Where myst-nb wrote the page's notebook: ``<outdir>/../jupyter_execute/<page>.ipynb``."""
-    return Path(outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
-
-
-def cache_path_of(app) -> str:
-    """The execution cache myst-nb reads (``app.env.mystnb_config``, set at builder-inited)."""
-    return app.env.mystnb_config.execution_cache_path
 
 
 def exec_data(env, docname: str) -> dict | None:

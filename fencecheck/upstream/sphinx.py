@@ -52,8 +52,9 @@ def keep_index_entries(app) -> list:
 
 
 def entries_outdated(app, env, added, changed, removed) -> list[str]:
-    """``env-get-outdated``: every page, when no entries are kept, so that all are known."""
-    return [] if (Path(app.doctreedir) / ENTRIES).exists() else sorted(env.found_docs)
+    """``env-get-outdated``: every page Sphinx does not read anyway, when no entries are kept,
+    so that all are known."""
+    return [] if (Path(app.doctreedir) / ENTRIES).exists() else sorted(env.found_docs - added - changed)
 
 
 def check() -> None:

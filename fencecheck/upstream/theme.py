@@ -1,7 +1,7 @@
 """sphinx-book-theme (written against 1.3.0) under Jupyter Book 1.0.4.
 
 The theme shows the ".ipynb" download only when the page context holds ``ipynb_source``,
-which it sets itself only for launch buttons (``offer_download``); ``offer_wheel`` adds
+which it sets itself only for launch buttons (``fencecheck.sphinx`` sets it); ``offer_wheel`` adds
 the wheel beside it in the menu (``header_buttons``); ``dedupe_scripts`` drops the scripts
 Jupyter Book 1.x includes twice (each copy a JavaScript error on every page).
 """
@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import inspect
 
-__all__ = ["offer_download", "offer_wheel", "dedupe_scripts", "check"]
-
-
-def offer_download(context: dict, filename: str) -> None:
-    context["ipynb_source"] = filename
+__all__ = ["offer_wheel", "dedupe_scripts", "check"]
 
 
 def offer_wheel(context: dict, url: str, filename: str) -> bool:
