@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import bisect
 import copy
+import os
 import re
 from dataclasses import asdict, dataclass, field
 
@@ -474,12 +475,9 @@ def statement(tree: ast.AST, src: Source, offset: int) -> tuple[int, int]:
 def changed_lines(source: str, mutated: str) -> tuple[int, str, str]:
     """(first changed line, original lines, mutated lines): the lines that differ."""
     a, b = source.splitlines(), mutated.splitlines()
-    head = 0
-    while head < min(len(a), len(b)) and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
+    # commonprefix compares lists item by item: the lines both share at the start, then at the end
+    head = len(os.path.commonprefix([a, b]))
+    tail = len(os.path.commonprefix([a[head:][::-1], b[head:][::-1]]))
     return head + 1, "\n".join(a[head:len(a) - tail]), "\n".join(b[head:len(b) - tail])
 
 
