@@ -211,7 +211,6 @@ def _settled(result: dict) -> dict:
 
 
 def run_mutants(mutants: list[Mutant], namespace: dict, slots, timeout: float) -> dict[int, dict]:
-    """Run each mutant in a process forked from this one; its raw result by mutant number."""
     pending = list(mutants)
     results: dict[int, dict] = {}
 
@@ -720,7 +719,6 @@ def _where(m: dict) -> str:
 
 
 def survivor_text(m: dict) -> str:
-    """A survivor as the report prints it: where, what changed, and an allowlist entry."""
     original = "\n".join("      - " + line for line in m["original"].splitlines())
     mutated = "\n".join("      + " + line for line in m["mutated"].splitlines())
     entry = (f"      allowlist entry:\n        - fence: {m['fence']}\n"
@@ -730,7 +728,6 @@ def survivor_text(m: dict) -> str:
 
 
 def report(data: dict, verdict: dict) -> None:
-    """The scores per chapter, then what needs the reader: survivors, stale entries, errors."""
     print("\n| chapter | fences | mutants run | killed | justified | survived | errors "
           "| timed out | not executed | not reached | killed of run |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
