@@ -234,10 +234,6 @@ def run_mutants(mutants: list[Mutant], namespace: dict, slots, timeout: float) -
 FORK_UNSAFE = ("jax",)
 
 
-def fork_safe() -> bool:
-    return not any(name in sys.modules for name in FORK_UNSAFE)
-
-
 def _isolated(namespace: dict) -> dict:
     """A copy of the chapter's namespace for one in-process mutant: data deep-copied (so an
     in-place change does not reach the real fence), what cannot be copied shared."""
@@ -368,7 +364,7 @@ def run_chapter(path: Path, slots, timeout: float, fences_wanted: set[str] | Non
                 record["errors"].append(f"{name}:{cell.line} fence {cell.fence} is not plain Python (a magic?): "
                                         "it cannot be mutated")
         started = time.perf_counter()
-        runner = run_mutants if fork_safe() else run_mutants_here
+        runner = run_mutants_here if any(name in sys.modules for name in FORK_UNSAFE) else run_mutants
         if mutants and runner is run_mutants_here:
             record["in_process"].append(cell.fence)
         results = runner(mutants, namespace, slots, timeout) if mutants else {}
@@ -402,7 +398,7 @@ def run_chapter(path: Path, slots, timeout: float, fences_wanted: set[str] | Non
 def deciding() -> list:
     """The functions whose code decides a mutant's outcome: part of every fence's reuse key."""
     return [execute, _mutant_run, _settled, _timed_out, run_mutants, run_mutants_here, _isolated, classify,
-            run_chapter, prepare_root, fork_safe, global_state]
+            run_chapter, prepare_root, global_state]
 
 
 #: What ``mutate-results.json`` holds per fence for reuse; a change of format is a new key.
