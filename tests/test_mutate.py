@@ -384,15 +384,13 @@ def test_an_unchanged_fence_reuses_its_outcomes_and_an_edited_one_runs(runs):
 
 
 def test_the_reuse_key_names_what_decides_an_outcome():
-    import mutate_reuse
-
-    env = mutate_reuse.environment_key(mutate.deciding())
-    assert mutate_reuse.environment_key(mutate.deciding()[:-1]) != env
-    a = mutate_reuse.fence_keys(env, ["x = 1", "assert x == 1"])
-    b = mutate_reuse.fence_keys(env, ["x = 2", "assert x == 1"])
+    env = mutate.environment_key(mutate.deciding())
+    assert mutate.environment_key(mutate.deciding()[:-1]) != env
+    a = mutate.fence_keys(env, ["x = 1", "assert x == 1"])
+    b = mutate.fence_keys(env, ["x = 2", "assert x == 1"])
     assert a[1] != b[1]  # a cell before the fence changed: its state may differ
-    assert mutate_reuse.fence_keys(env, ["x = 1"]) == a[:1]
-    assert set(mutate_reuse.chapter_packages()) >= {"numpy", "hypothesis", "ml_dtypes"}
+    assert mutate.fence_keys(env, ["x = 1"]) == a[:1]
+    assert set(mutate.chapter_packages()) >= {"numpy", "hypothesis", "ml_dtypes"}
 
 
 # --- the Verified-on page -------------------------------------------------------
@@ -497,12 +495,11 @@ def test_an_unmeasured_entry_names_a_fence_not_a_mutant(tmp_path):
 
 def test_the_reuse_key_follows_the_runtime_not_the_verifier(verifier_edited, runtime_edited):
     """An edit of the verifier re-mutates nothing; an edit of the runtime re-runs every mutant."""
-    import mutate_reuse
 
-    before = mutate_reuse.environment_key([])
+    before = mutate.environment_key([])
     verifier_edited()
-    assert mutate_reuse.environment_key([]) == before
+    assert mutate.environment_key([]) == before
     runtime_edited()
-    assert mutate_reuse.environment_key([]) != before
+    assert mutate.environment_key([]) != before
 
 

@@ -223,12 +223,12 @@ def test_a_mutation_file_that_does_not_parse_is_named_never_re_run_silently(tmp_
     from fencecheck import mutation
 
     sys.path.insert(0, str(ROOT / "tools"))
-    import mutate_reuse
+    import mutate
 
     path = tmp_path / mutation.RESULTS_NAME
-    assert mutation.load(tmp_path) is None and mutate_reuse.stored(path) == {}  # none yet
+    assert mutation.load(tmp_path) is None and mutate.stored(path) == {}  # none yet
     path.write_text('{"chapters": [], "fences": [{"chapter": "book/a.md", "fen')
-    for read in (lambda: mutation.load(tmp_path), lambda: mutate_reuse.stored(path)):
+    for read in (lambda: mutation.load(tmp_path), lambda: mutate.stored(path)):
         with pytest.raises(record.BadFile, match="not valid JSON") as caught:
             read()
         assert str(path) in str(caught.value) and "make mutate MUTATE_ARGS=--fresh" in str(

@@ -25,7 +25,6 @@ from fencecheck.chapter import toc_files  # noqa: E402
 from fences import DEVICES, GATE  # noqa: E402 - GPU detection's one home
 
 MESSAGE = "this fence passes without the device: move its CPU part out of the gate"
-TIMEOUT = mutate.TIMEOUT   # the cell timeout (_config.yml's execute.timeout), as for a mutant
 
 
 def lifted(source: str, namespace: dict) -> dict:
@@ -47,10 +46,10 @@ def lifted(source: str, namespace: dict) -> dict:
 
 
 def _in_child(work, timeout: float | None = None):
-    """``work()``'s result, run in a forked process; None when it timed out."""
+    """``work()``'s result, run in a forked process (killed after ``timeout`` seconds)."""
     child = mutate.Child(work, timeout)
     mutate.gather([child], lambda c: None)
-    return None if child.timed_out else child.result
+    return mutate._timed_out(timeout) if child.timed_out else child.result
 
 
 def chapter_gates(path: Path) -> list[dict]:
@@ -62,8 +61,7 @@ def chapter_gates(path: Path) -> list[dict]:
     gated = [c.index for c in cells if c.fence and GATE.search(c.source)]
     for cell in cells[:max(gated, default=-1) + 1]:
         if cell.index in gated:
-            result = _in_child(lambda cell=cell: lifted(cell.source, namespace), TIMEOUT) or {
-                "ok": False, "error": f"timed out after {TIMEOUT:.0f} s"}
+            result = _in_child(lambda cell=cell: lifted(cell.source, namespace), mutate.TIMEOUT)
             found.append({"chapter": name, "fence": cell.fence, "line": cell.line,
                           "ok": bool(result.get("ok")),
                           "error": result.get("error") or result.get("crash", "")})

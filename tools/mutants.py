@@ -1,17 +1,14 @@
-"""Mutation operators: where a fence's expectations are, and each one-change copy of it.
+"""Mutation operators: where a fence's expectations are, and each one-change copy of it (docs/mutate.md).
 
-Pure AST work on one fence's source (``fence_mutants``); ``tools/mutate.py`` runs the
-mutants, docs/mutate.md says what is changed. Only expected positions are mutated (an
-assert's test, a comparing call's expected arguments, a raise check, a table of expected
-rows, a name used only as an expectation), never the setup. Each mutant is the fence's own
-text with one span replaced, kept only if it parses to the original AST with the same
-change made there (``apply``), so the report shows the fence's real lines.
+Each mutant is the fence's own text with one span replaced, kept only if it parses to the
+original AST with the same change made there (``apply``), so the report shows the fence's real lines.
 """
 from __future__ import annotations
 
 import ast
 import bisect
 import copy
+import os
 import re
 from dataclasses import asdict, dataclass, field
 
@@ -50,9 +47,6 @@ class Mutant:
     statement: tuple = (0, 0)   # first and last line, in the fence, of the statement changed
     outcome: str = ""   # killed | survived | not-executed | not-reached | timeout | error
     detail: str = ""    # how it was killed (the exception's first line) or why it errored
-
-    def key(self) -> str:
-        return f"{self.chapter}:{self.line} {self.fence} [{self.operator}]"
 
     def record(self) -> dict:
         out = asdict(self)
@@ -135,24 +129,35 @@ def last_name(call: ast.Call) -> str:
     return dotted(call.func).rsplit(".", 1)[-1]
 
 
-def literalish(node: ast.AST, expects: bool = False) -> bool:
-    """Is ``node`` built from literals only (a value a fence writes out, not computes)? With ``expects``: a literal
-    holding a number, bool, dtype or exception class that ``Finder.values`` changes (an exception name counts)."""
-    combine = any if expects else all
-    if isinstance(node, ast.Constant):
-        return not expects or type(node.value) in (bool, int, float, complex)
+def literalish(node: ast.AST) -> bool:
+    """Is ``node`` built from literals only (a value a fence writes out, not computes)?"""
+    if isinstance(node, ast.Dict) and None in node.keys:
+        return False
     if isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.UnaryOp, ast.BinOp)):
-        return (expects or not isinstance(node, ast.Dict) or None not in node.keys) and combine(
-            literalish(c, expects) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))
+        return all(literalish(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))
     if isinstance(node, ast.Attribute):
-        return dotted(node).split(".")[0] in MODULES and (not expects or node.attr in DTYPE_NEIGHBOUR)
+        return dotted(node).split(".")[0] in MODULES
+    return isinstance(node, ast.Constant) or _builds(node)
+
+
+def changeable(node: ast.AST) -> bool:
+    """Does ``node`` hold a number, bool, dtype or exception class that ``Finder.values`` changes?"""
+    if isinstance(node, ast.Constant):
+        return type(node.value) in (bool, int, float, complex)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.UnaryOp, ast.BinOp)):
+        return any(changeable(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))
+    if isinstance(node, ast.Attribute):
+        return dotted(node).split(".")[0] in MODULES and node.attr in DTYPE_NEIGHBOUR
     if isinstance(node, ast.Name):
-        return expects and node.id in SIBLINGS
-    if isinstance(node, ast.Call):
-        name, args = dotted(node.func), node.args + [k.value for k in node.keywords]
-        return bool(name) and (name.split(".")[0] in MODULES or name in BUILDERS) and all(
-            literalish(a) for a in args) and (not expects or any(literalish(a, True) for a in args))
-    return False
+        return node.id in SIBLINGS
+    return _builds(node) and any(changeable(a) for a in node.args + [k.value for k in node.keywords])
+
+
+def _builds(node: ast.AST) -> bool:
+    """A call of a module's function or a builtin builder on literals: ``torch.tensor([1])``, ``range(3)``."""
+    name = dotted(node.func) if isinstance(node, ast.Call) else ""
+    return bool(name) and (name.split(".")[0] in MODULES or name in BUILDERS) and all(
+        literalish(a) for a in node.args + [k.value for k in node.keywords])
 
 
 def sample(items: list, n: int = SAMPLE) -> list:
@@ -410,11 +415,11 @@ def _is_table(node: ast.AST) -> bool:
     hold a value the operators change. A list of lambdas to call is a domain, not a table."""
     if isinstance(node, ast.Dict):
         return len(node.keys) >= 2 and all(k is not None for k in node.keys) and any(
-            literalish(v, True) for v in node.values)
+            changeable(v) for v in node.values)
     if isinstance(node, (ast.List, ast.Tuple)):
         return len(node.elts) >= 2 and all(
             isinstance(e, (ast.Tuple, ast.List)) and len(e.elts) >= 2 for e in node.elts
-        ) and any(literalish(cell, True) for e in node.elts for cell in e.elts[1:])
+        ) and any(changeable(cell) for e in node.elts for cell in e.elts[1:])
     return False
 
 
@@ -470,12 +475,9 @@ def statement(tree: ast.AST, src: Source, offset: int) -> tuple[int, int]:
 def changed_lines(source: str, mutated: str) -> tuple[int, str, str]:
     """(first changed line, original lines, mutated lines): the lines that differ."""
     a, b = source.splitlines(), mutated.splitlines()
-    head = 0
-    while head < min(len(a), len(b)) and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
+    # commonprefix compares lists item by item: the lines both share at the start, then at the end
+    head = len(os.path.commonprefix([a, b]))
+    tail = len(os.path.commonprefix([a[head:][::-1], b[head:][::-1]]))
     return head + 1, "\n".join(a[head:len(a) - tail]), "\n".join(b[head:len(b) - tail])
 
 

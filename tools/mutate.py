@@ -1,7 +1,4 @@
-"""Assertion sensitivity: does each fence fail when what it expects is changed?
-
-    python tools/mutate.py [CHAPTER.md ...] [--jobs N] [--timeout S] [--allowlist FILE]
-                           [--json FILE] [--fence ID ...] [--list] [--fresh]    (make mutate)
+"""Assertion sensitivity: does each fence fail when what it expects is changed? (``make mutate``)
 
 Each mutant of a fence (``tools/mutants.py``) runs on the chapter's state just before the fence: *killed*
 when the fence fails (raises, times out, or leaves torch's global state other than the real fence does), else it
@@ -17,6 +14,9 @@ import ast
 import contextlib
 import copy
 import fnmatch
+import hashlib
+import importlib.metadata
+import inspect
 import io
 import json
 import os
@@ -27,6 +27,7 @@ import select
 import signal
 import sys
 import time
+import tomllib
 import traceback
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -36,9 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import mutate_reuse  # noqa: E402 - tools/ is this script's folder
 from fencecheck.chapter import cell_timeout  # noqa: E402
-from mutants import Mutant, fence_mutants  # noqa: E402
+from mutants import Mutant, fence_mutants  # noqa: E402 - tools/ is this script's folder
 
 ALLOWLIST = ROOT / "mutate-allowlist.yml"
 RESULTS = ROOT / "mutate-results.json"
@@ -211,7 +211,6 @@ def _settled(result: dict) -> dict:
 
 
 def run_mutants(mutants: list[Mutant], namespace: dict, slots, timeout: float) -> dict[int, dict]:
-    """Run each mutant in a process forked from this one; its raw result by mutant number."""
     pending = list(mutants)
     results: dict[int, dict] = {}
 
@@ -233,10 +232,6 @@ def run_mutants(mutants: list[Mutant], namespace: dict, slots, timeout: float) -
 #: from the chapter inherits the pool's locks but not its threads, and hangs on its first call
 #: into it (jax 0.10.2's CPU client starts 15 threads). torch's, with one thread, fork safely.
 FORK_UNSAFE = ("jax",)
-
-
-def fork_safe() -> bool:
-    return not any(name in sys.modules for name in FORK_UNSAFE)
 
 
 def _isolated(namespace: dict) -> dict:
@@ -337,25 +332,27 @@ def run_chapter(path: Path, slots, timeout: float, fences_wanted: set[str] | Non
     name, cells = read_chapter(path)
     os.chdir(Path(path).resolve().parent)
     namespace = {"__name__": "__main__"}
-    record = {"chapter": name, "fences": [], "mutants": [], "errors": [], "in_process": [],
-              "reused": 0}
+    record = {"chapter": name, "fences": [], "mutants": [], "errors": [], "in_process": []}
     today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-    keys = mutate_reuse.fence_keys(environment, [c.source for c in cells])
+    keys = fence_keys(environment, [c.source for c in cells])
     made, reuse = {}, {}
     for cell, key in zip(cells, keys):
         if cell.fence and (fences_wanted is None or cell.fence in fences_wanted):
             made[cell.index] = fence_mutants(cell.source, name, cell.fence, cell.line)
             entry = (previous or {}).get((name, cell.fence))
-            if environment and mutate_reuse.reusable(entry, key, made[cell.index]):
+            # reusable: the same key, and the same mutants (numbered alike) as when they ran
+            if environment and entry and entry.get("key") == key and \
+                    [o[0] for o in entry["outcomes"]] == [m.number for m in made[cell.index]]:
                 reuse[cell.index] = entry
     last = max((i for i in made if i not in reuse), default=-1)
     for cell, key in zip(cells, keys):
         entry = reuse.get(cell.index)
         if entry:
-            mutate_reuse.apply(entry, made[cell.index])
+            for mutant, (_, outcome, detail) in zip(made[cell.index], entry["outcomes"]):
+                # a justified survivor is judged again against the allowlist
+                mutant.outcome, mutant.detail = "survived" if outcome == "justified" else outcome, detail
             record["mutants"].extend(m.record() for m in made[cell.index])
             record["fences"].append({**entry, "reused": True})
-            record["reused"] += 1
         if cell.index > last:
             continue   # no mutant runs after the last fence that is not reused
         wanted = cell.index in made and not entry
@@ -367,7 +364,7 @@ def run_chapter(path: Path, slots, timeout: float, fences_wanted: set[str] | Non
                 record["errors"].append(f"{name}:{cell.line} fence {cell.fence} is not plain Python (a magic?): "
                                         "it cannot be mutated")
         started = time.perf_counter()
-        runner = run_mutants if fork_safe() else run_mutants_here
+        runner = run_mutants_here if any(name in sys.modules for name in FORK_UNSAFE) else run_mutants
         if mutants and runner is run_mutants_here:
             record["in_process"].append(cell.fence)
         results = runner(mutants, namespace, slots, timeout) if mutants else {}
@@ -389,7 +386,7 @@ def run_chapter(path: Path, slots, timeout: float, fences_wanted: set[str] | Non
             if original["ok"] and all(m.outcome != "error" for m in mutants):
                 # only a clean run is reused: an error is looked at again next time
                 fence["key"] = key
-                fence["outcomes"] = mutate_reuse.outcomes([m.record() for m in mutants])
+                fence["outcomes"] = outcomes(mutants)
             record["fences"].append(fence)
         if not original["ok"]:
             record["errors"].append(f"{name}:{cell.line} cell {cell.index}"
@@ -401,7 +398,72 @@ def run_chapter(path: Path, slots, timeout: float, fences_wanted: set[str] | Non
 def deciding() -> list:
     """The functions whose code decides a mutant's outcome: part of every fence's reuse key."""
     return [execute, _mutant_run, _settled, _timed_out, run_mutants, run_mutants_here, _isolated, classify,
-            run_chapter, prepare_root, fork_safe, global_state]
+            run_chapter, prepare_root, global_state]
+
+
+#: What ``mutate-results.json`` holds per fence for reuse; a change of format is a new key.
+FORMAT = 1
+#: In the ``book`` extra but deciding no outcome: torch (hashed by its build file), the kernel
+#: (mutants run with ``exec``) and the plotting library (figures are not fences).
+NOT_DECIDING = {"torch", "ipykernel", "matplotlib"}
+
+
+def chapter_packages(root: Path = ROOT) -> list[str]:
+    """The distributions a fence's outcome depends on: the ``book`` extra less ``NOT_DECIDING``."""
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    names = (re.split(r"[<>=!~\[ ;]", req.strip(), maxsplit=1)[0]
+             for req in project["optional-dependencies"]["book"])
+    return sorted(n for n in names if n and n not in NOT_DECIDING)
+
+
+def environment_key(deciding: list, root: Path = ROOT) -> str:
+    """A fence's key but its chapter's code (docs/mutate.md, "Reuse"): torch's build, Python, the chapters'
+    packages, the runtime, the operators, and the source of the functions in ``deciding``; not the verifier."""
+    from fencecheck import cachekey
+
+    digest = hashlib.sha256(f"format={FORMAT}\n".encode())
+    digest.update(cachekey.torch_version_file().read_bytes())
+    digest.update(f"python={sys.version_info[:2]}\n".encode())
+    for name in chapter_packages(root):
+        try:
+            version = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            version = "absent"
+        digest.update(f"{name}=={version}\n".encode())
+    digest.update(cachekey.digest().encode())
+    digest.update((root / "tools" / "mutants.py").read_bytes())
+    for function in deciding:
+        digest.update(inspect.getsource(function).encode())
+    return digest.hexdigest()
+
+
+def fence_keys(environment: str, sources: list[str]) -> list[str]:
+    """For each code cell, the key of a fence there: the environment and every code cell up to and including it."""
+    digest = hashlib.sha256(environment.encode())
+    keys = []
+    for source in sources:
+        digest.update(b"\0cell\0" + source.encode())
+        keys.append(digest.hexdigest()[:32])
+    return keys
+
+
+def stored(path: Path) -> dict[tuple[str, str], dict]:
+    """The reusable fences of a recorded run by (chapter, fence id); empty with no record. A
+    record that does not parse is an error naming it, never a silent re-run of every mutant."""
+    from fencecheck.mutation import REGENERATE
+    from fencecheck.record import read_json
+
+    if not Path(path).exists():
+        return {}
+    return {(f["chapter"], f["fence"]): f for f in read_json(path, REGENERATE, ("fences",)).get("fences", [])
+            if f.get("key") and "outcomes" in f}
+
+
+def outcomes(mutants: list[Mutant]) -> list[list]:
+    """One fence's mutants as stored: ``[number, outcome, detail]``, the detail kept only
+    where the report shows it (not for an ordinary kill)."""
+    return [[m.number, m.outcome, m.detail if m.outcome != "killed"
+             or m.detail.startswith("timed out") else ""] for m in mutants]
 
 
 def prepare_root() -> None:
@@ -439,7 +501,7 @@ def run_book(paths: list[Path], jobs: int, timeout: float, fences_wanted=None,
                    "errors": [f"{child.tag}: the chapter's process crashed: {rec['crash']}"]}
         records[child.tag] = rec
         c = tally(rec)
-        reused = rec.get("reused", 0)
+        reused = sum(1 for f in rec["fences"] if f.get("reused"))
         print(f"mutate: {rec['chapter']}: {c['killed']} of {c['total']} mutants killed, "
               f"{c['survived']} survived, {c['not_executed'] + c['not_reached']} did not run"
               + (f", {len(rec['errors'])} error(s)" if rec["errors"] else "")
@@ -627,7 +689,7 @@ def summary(records: list[dict], verdict: dict, seconds: float, jobs: int) -> di
         "jobs": jobs,
         "chapters": [{"chapter": rec["chapter"], **tally(rec)} for rec in records],
         # fences whose outcomes were taken from the last run (same key), not run again
-        "reused": sum(rec.get("reused", 0) for rec in records),
+        "reused": sum(1 for f in fences if f.get("reused")),
         "in_process": [f"{rec['chapter']} {f}" for rec in records for f in rec.get("in_process", [])],
         "fences": fences,
         "operators": operators,
@@ -649,12 +711,10 @@ def summary(records: list[dict], verdict: dict, seconds: float, jobs: int) -> di
 
 
 def _where(m: dict) -> str:
-    """A mutant's place as the report prints it: chapter:line, fence, operator."""
     return f"{m['chapter']}:{m['line']}  fence {m['fence']}  [{m['operator']}]"
 
 
 def survivor_text(m: dict) -> str:
-    """A survivor as the report prints it: where, what changed, and an allowlist entry."""
     original = "\n".join("      - " + line for line in m["original"].splitlines())
     mutated = "\n".join("      + " + line for line in m["mutated"].splitlines())
     entry = (f"      allowlist entry:\n        - fence: {m['fence']}\n"
@@ -664,7 +724,6 @@ def survivor_text(m: dict) -> str:
 
 
 def report(data: dict, verdict: dict) -> None:
-    """The scores per chapter, then what needs the reader: survivors, stale entries, errors."""
     print("\n| chapter | fences | mutants run | killed | justified | survived | errors "
           "| timed out | not executed | not reached | killed of run |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -758,15 +817,16 @@ def main(argv: list[str]) -> int:
             for cell in cells:
                 if cell.fence and (wanted is None or cell.fence in wanted):
                     for m in fence_mutants(cell.source, name, cell.fence, cell.line):
-                        print(f"{m.key()} #{m.number}\n    - {m.original}\n    + {m.mutated}")
+                        print(f"{m.chapter}:{m.line} {m.fence} [{m.operator}] #{m.number}\n"
+                              f"    - {m.original}\n    + {m.mutated}")
         return 0
     start = time.perf_counter()
     print(f"mutate: {len(paths)} chapter(s) on {args.jobs} job(s)", flush=True)
-    environment = mutate_reuse.environment_key(deciding())
+    environment = environment_key(deciding())
     # the record read is the one this run writes: mutate-results.json, or --json's file
     target = args.json or (RESULTS if whole_book else None)
     try:
-        previous = {} if args.fresh else mutate_reuse.stored(target or RESULTS)
+        previous = {} if args.fresh else stored(target or RESULTS)
     except ValueError as exc:  # fencecheck.record.BadFile: named, with how to regenerate it
         return fail(str(exc))
     records = run_book(paths, args.jobs, args.timeout, wanted, environment, previous)
