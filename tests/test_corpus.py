@@ -34,7 +34,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 TIMEOUT = 20
 
 PYPROJECT = f"""[tool.pytest.ini_options]
-addopts = "--nbval-current-env --nbval-cell-timeout={TIMEOUT} -p no:cacheprovider -p no:xdist"
+addopts = "--nbval-current-env --nbval-cell-timeout={TIMEOUT} -p no:cacheprovider -p no:xdist -p no:hypothesispytest"
 """
 
 # failing chapter -> (its passing twin, text the failure must show)
@@ -234,7 +234,9 @@ def test_device_gated_fence_is_reported_with_its_outcome(corpus_run):
      "not valid YAML"),
 ], ids=["listed-without-header", "listed-but-missing", "not-listed", "toc-yaml", "front-matter-yaml"])
 def test_toc_problems_stop_the_suite(pytester, toc, chapters, message):
-    # These stop the session before any kernel starts, so pytest runs in-process.
+    # These stop the session before any kernel starts, so pytest runs in-process (without Hypothesis's
+    # plugin, as the book's config: loaded here, it would leave the worker in its "initializing" state,
+    # and every later Hypothesis test on that worker warned).
     lay_out(pytester.path, chapters, toc)
     result = pytester.runpytest_inprocess("book", "-p", "no:cacheprovider", "-p", "no:xdist")
     out = ANSI.sub("", result.stdout.str() + result.stderr.str())
