@@ -38,11 +38,10 @@ def chapter_digest(sources: list[str]) -> str:
 
 
 def build_kind(cuda: str | None, hip: str | None = None) -> str:
-    """"CPU-only", "CUDA 12.8" or "ROCm 6.4": the build of a torch."""
     return f"CUDA {cuda}" if cuda else f"ROCm {hip}" if hip else "CPU-only"
 
 
-def _git(root: Path, *args: str) -> str | None:
+def git(root: Path, *args: str) -> str | None:
     try:
         proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
@@ -51,13 +50,12 @@ def _git(root: Path, *args: str) -> str | None:
 
 
 def provenance(root: Path) -> dict:
-    """Which torch, build, NumPy, Python and platform run here, and which commit of the book."""
     import numpy
     import torch
 
     # The last commit that changed what runs, not HEAD: committing results keeps it (shallow clone: HEAD).
-    commit = _git(root, "log", "-1", "--format=%H", "--", *BOOK_PATHS) or _git(root, "rev-parse", "HEAD")
-    status = _git(root, "status", "--porcelain", "--", *BOOK_PATHS)
+    commit = git(root, "log", "-1", "--format=%H", "--", *BOOK_PATHS) or git(root, "rev-parse", "HEAD")
+    status = git(root, "status", "--porcelain", "--", *BOOK_PATHS)
     return {"torch": torch.__version__, "torch_git": getattr(torch.version, "git_version", None),
             "build": build_kind(torch.version.cuda, getattr(torch.version, "hip", None)),
             "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0) if available("cuda") else None,
@@ -66,7 +64,6 @@ def provenance(root: Path) -> dict:
 
 
 def toc_order(root: Path) -> dict[str, int]:
-    """chapter path (relative to ``root``) -> its position in ``_toc.yml``."""
     from .chapter import toc_files
 
     if not (root / "_toc.yml").exists():
@@ -106,7 +103,7 @@ class BadFile(ValueError):
 
 
 def read_json(path: Path, regenerate: str, fields: tuple[str, ...] = ()) -> dict:
-    """The JSON object in ``path``, else a ``BadFile`` naming it and ``regenerate`` (how to write it again)."""
+    """The JSON object in ``path``, else a ``BadFile`` naming it and how to ``regenerate`` it."""
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -202,13 +199,11 @@ def problems(runs: list[dict], known: list[str] | None = None, book: Path | None
 
     known = releases.names() if known is None else known
     newest = max((version_key(k) for k in known), default=())
-    gated: dict[str, set] = {}
+    gated = set(_gated_in_book(Path(book)).items()) if book is not None else set()   # (fence id, code)
     for rec in (rec for run in runs if isinstance(run.get("fences"), list) for rec in run["fences"]):
         if isinstance(rec, dict) and isinstance(rec.get("id"), str) and rec.get("outcome") == "skipped" \
                 and GPU_SKIP.search(str(rec.get("reason", ""))):   # before the schema check: any shape
-            gated.setdefault(rec.get("id"), set()).add(rec.get("code"))
-    for fid, code in (_gated_in_book(Path(book)) if book is not None else {}).items():
-        gated.setdefault(fid, set()).add(code)
+            gated.add((rec["id"], rec.get("code")))
     out = []
     for run in runs:
         name, found = run.get("file", label(run)), schema_problems(run)
@@ -233,7 +228,7 @@ def problems(runs: list[dict], known: list[str] | None = None, book: Path | None
             if outcome != "passed" and rec["observed"]:
                 out.append(f"{at}, field observed: {', '.join(sorted(rec['observed']))} recorded, but the "
                            f"fence {outcome} (a value is observed only by a fence that ran to the end)")
-            if outcome == "passed" and not run.get("gpu") and rec["code"] in gated.get(fid, ()):
+            if outcome == "passed" and not run.get("gpu") and (fid, rec["code"]) in gated:
                 out.append(f"{at}, field outcome: 'passed', but the fence is gated on a device (fences.needs) "
                            "and this run's provenance has no GPU (field gpu is null): it cannot have run")
     return out
@@ -370,17 +365,22 @@ def stale_reasons(run: dict, current: list[Fence], digests: dict[str, str]) -> l
         return []  # an install failure: nothing ran, nothing to compare
     if run.get("chapters") is None:
         return [f"written before fences had ids and chapters a digest; the book has {len(current)} fences"]
+    now: dict[str, dict[str, Fence]] = {}
+    old: dict[str, dict[str, dict]] = {}
+    for f in current:
+        now.setdefault(f.chapter, {})[f.id] = f
+    for r in run.get("fences", []):
+        old.setdefault(r["chapter"], {})[r["id"]] = r
     reasons = []
     for chapter in stale_chapters(run, digests):
         if chapter not in run["chapters"]:
             reasons.append(f"{chapter} was not run")
             continue
-        now = {f.id: f for f in current if f.chapter == chapter}
-        old = {r["id"]: r for r in run.get("fences", []) if r["chapter"] == chapter}
+        new, was = now.get(chapter, {}), old.get(chapter, {})
         parts = [f"{what}: {_ids(ids)}" for what, ids in (
-            ("new fences", [i for i in now if i not in old]),
-            ("fences gone", [i for i in old if i not in now]),
-            ("fences whose code changed", [i for i in now if i in old and old[i].get("code") != now[i].code]))
+            ("new fences", [i for i in new if i not in was]),
+            ("fences gone", [i for i in was if i not in new]),
+            ("fences whose code changed", [i for i in new if i in was and was[i].get("code") != new[i].code]))
             if ids]
         reasons.append(f"{chapter} changed since this run ({'; '.join(parts) or 'cells that are not fences'})")
     gone = [c for c in run["chapters"] if c not in digests]
@@ -430,7 +430,6 @@ def by_id(run: dict) -> dict[str, dict]:
 
 
 def counts(run: dict) -> dict[str, int]:
-    """Fences passed / failed / skipped, and errors outside fences, in one run."""
     out = dict.fromkeys(OUTCOMES, 0)
     for rec in run.get("fences", []):
         out[rec["outcome"]] = out.get(rec["outcome"], 0) + 1
@@ -585,7 +584,6 @@ def span(releases: list[str]) -> str:
 
 
 def badge(fence: str, runs: list[dict], described: dict | None = None) -> Badge:
-    """The badge of one fence over the current runs."""
     recs = [(label(run), by_id(run)[fence], run) for run in runs if fence in by_id(run)]
     if not recs:
         return Badge("none", "checked on this build only",
@@ -688,25 +686,24 @@ def change_report(before: list[dict], after: list[dict], record: list[dict],
         ("Errors outside fences (setup cells, the state guard)",
          [f"- {e.get('chapter')} {e.get('item')} on {label(run)}: {_md(e.get('reason', ''))}"
           for run in after for e in run.get("errors", [])]),
-        ("Values that changed", values),
+        ("Values that changed", values,
+         ["| release | fence | value | before | now |", "|---|---|---|---|---|", *values]),
         ("Behaviours that now differ between releases or builds",
          [f"- {_md(c.label or c.name)}: {_md(c.text())} ({place(c.fence)})"
           for c in changes(fresh, current) if (c.fence, c.name, c.text()) not in seen]),
         ("Fixed (failed before)", fixed),
         ("Other outcomes that changed", outcome),
-        ("Fences new to the record (in no earlier results file)", added),
+        ("Fences new to the record (in no earlier results file)", added,
+         added[:LISTED] + [f"- and {len(added) - LISTED} more"] if len(added) > LISTED else added),
         ("Fences never run anywhere",
          [f"- `{f.id}` ({f.chapter}): {_md(why)}" for f, why in never_run(fresh, current)]),
         ("Stale results files (what they hold of these chapters is not shown as current)",
          [f"- {r.get('file', label(r))}: " + "; ".join(why) for r, why in stale]),
     ]
-    for title, rows in sections:
+    for title, rows, *shown in sections:   # shown: what a long or tabled section prints of its rows
         if rows:
-            head = ["| release | fence | value | before | now |", "|---|---|---|---|---|"] if rows is values else []
-            shown = rows[:LISTED] + [f"- and {len(rows) - LISTED} more"] if rows is added and len(rows) > LISTED \
-                else rows
-            lines += [f"## {title} ({len(rows)})", "", *head, *shown, ""]
-    if not any(rows for _, rows in sections):
+            lines += [f"## {title} ({len(rows)})", "", *(shown[0] if shown else rows), ""]
+    if not any(rows for _, rows, *_ in sections):
         lines.append("Nothing changed: no new failure, no changed value, every fence ran somewhere.")
     return "\n".join(lines).rstrip() + "\n"
 
