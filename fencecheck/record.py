@@ -365,22 +365,19 @@ def stale_reasons(run: dict, current: list[Fence], digests: dict[str, str]) -> l
         return []  # an install failure: nothing ran, nothing to compare
     if run.get("chapters") is None:
         return [f"written before fences had ids and chapters a digest; the book has {len(current)} fences"]
-    now: dict[str, dict[str, Fence]] = {}
-    old: dict[str, dict[str, dict]] = {}
-    for f in current:
-        now.setdefault(f.chapter, {})[f.id] = f
+    by_chapter: dict[str, dict[str, dict]] = {}
     for r in run.get("fences", []):
-        old.setdefault(r["chapter"], {})[r["id"]] = r
+        by_chapter.setdefault(r["chapter"], {})[r["id"]] = r
     reasons = []
     for chapter in stale_chapters(run, digests):
         if chapter not in run["chapters"]:
             reasons.append(f"{chapter} was not run")
             continue
-        new, was = now.get(chapter, {}), old.get(chapter, {})
+        now, old = {f.id: f for f in current if f.chapter == chapter}, by_chapter.get(chapter, {})
         parts = [f"{what}: {_ids(ids)}" for what, ids in (
-            ("new fences", [i for i in new if i not in was]),
-            ("fences gone", [i for i in was if i not in new]),
-            ("fences whose code changed", [i for i in new if i in was and was[i].get("code") != new[i].code]))
+            ("new fences", [i for i in now if i not in old]),
+            ("fences gone", [i for i in old if i not in now]),
+            ("fences whose code changed", [i for i in now if i in old and old[i].get("code") != now[i].code]))
             if ids]
         reasons.append(f"{chapter} changed since this run ({'; '.join(parts) or 'cells that are not fences'})")
     gone = [c for c in run["chapters"] if c not in digests]
