@@ -6,10 +6,8 @@
     python tools/matrix.py --list            the releases, as JSON (the CI workflow's matrix)
     python tools/matrix.py --check [RELEASE ...]   the arguments and results/ only, nothing run
 
-Each release (``fencecheck.releases``, plus *newest* from PyPI) runs in its session of
-``noxfile.py`` with this checkout on PYTHONPATH and writes ``results/<release>.json``. The report
-(``_build/matrix-report.md``) compares them with git HEAD's, and each fresh run must reproduce its
-committed file (``fencecheck.record.reproduce``). Any failure fails the run after every release ran.
+Each release runs in its session of ``noxfile.py`` with this checkout on PYTHONPATH; docs/matrix.md
+says what it writes, what the report (``_build/matrix-report.md``) compares and what fails the run.
 """
 from __future__ import annotations
 
