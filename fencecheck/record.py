@@ -728,9 +728,8 @@ WORDS = ("proves",)
 
 @dataclass
 class Reproduction:
-    """How a fresh run of one release compares with its committed results file."""
+    """How a fresh run of one release compares with its committed results file (each item names it)."""
 
-    file: str
     failures: list[str] = field(default_factory=list)     # records that did not reproduce
     rerecorded: list[str] = field(default_factory=list)   # records of changed chapters
     notes: list[str] = field(default_factory=list)        # per-run fields that differ
@@ -756,7 +755,7 @@ def reproduce(old: dict, new: dict) -> Reproduction:
     record and error must match (through ``_normal``; ``WORDS`` are rewordings), as must ``RECORDED``
     and, when no chapter changed, the exit status; changed chapters' records are re-recorded."""
     name = f"results/{new.get('file') or label(new) + '.json'}"
-    out = Reproduction(name)
+    out = Reproduction()
     then, now = old.get("chapters") or {}, new.get("chapters") or {}
     changed = {c for c in {*then, *now} if then.get(c) != now.get(c)}
     out.failures += [f"{name}: field {key}: {_short(old.get(key))} → {_short(new.get(key))}"
