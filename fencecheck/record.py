@@ -71,10 +71,10 @@ def toc_order(root: Path) -> dict[str, int]:
     return {p.relative_to(root).as_posix(): n for n, p in enumerate(toc_files(root))}
 
 
-def ordered(records: list[dict], toc: dict[str, int], key: str = "cell") -> list[dict]:
+def ordered(records: list[dict], toc: dict[str, int]) -> list[dict]:
     """Records in table-of-contents order, then cell order; chapters not in it last, by name."""
     return sorted(records, key=lambda r: (toc.get(r["chapter"], len(toc)), r["chapter"],
-                                          r.get(key, -1) if isinstance(r.get(key), int) else -1))
+                                          r["cell"] if isinstance(r.get("cell"), int) else -1))
 
 
 # --- reading -------------------------------------------------------------------------
