@@ -646,22 +646,19 @@ def change_report(before: list[dict], after: list[dict], record: list[dict],
     def place(fid: str) -> str:
         return f"`{fid}` ({where[fid].chapter})" if fid in where else f"`{fid}`"
 
-    lines = ["# Release matrix: what changed", "", f"Against {base}. Book commit {_commit(after)}.", "",
-             "| release | torch | build | passed | failed | skipped | errors | against before |",
+    commits = {(r.get("commit") or "?")[:12] + (" (uncommitted changes)" if r.get("dirty") else "") for r in after}
+    lines = ["# Release matrix: what changed", "", f"Against {base}. Book commit {', '.join(sorted(commits)) or '?'}.",
+             "", "| release | torch | build | passed | failed | skipped | errors | against before |",
              "|---|---|---|---|---|---|---|---|"]
+    new_fail, fixed, outcome, values = [], [], [], []
     for run in after:
-        c, prev = counts(run), old.get(label(run))
-        lines.append(f"| {label(run)}{'' if ok(run) else ' ❌'} | {run.get('torch') or '—'} | "
+        rel, c, prev = label(run), counts(run), old.get(label(run))
+        lines.append(f"| {rel}{'' if ok(run) else ' ❌'} | {run.get('torch') or '—'} | "
                      f"{run.get('build', '—')} | {c['passed']} | {c['failed']} | {c['skipped']} | "
                      f"{c['errors']} | {_delta(prev, run) if prev else 'new release'} |")
-    lines.append("")
-    new_fail, fixed, outcome, values = [], [], [], []
-    known = {fid for run in before for fid in by_id(run)}
-    added = [f"- {place(fid)}" for fid in dict.fromkeys(fid for run in after for fid in by_id(run)) if fid not in known]
-    for run in after:
-        rel, prev = label(run), by_id(old.get(label(run), {}))
+        earlier = by_id(prev or {})
         for fid, rec in by_id(run).items():
-            was, now = prev.get(fid), rec["outcome"]
+            was, now = earlier.get(fid), rec["outcome"]
             if now == "failed" and (was is None or was["outcome"] != "failed"):
                 new_fail.append(f"- {place(fid)} on {rel}: {_md(rec.get('reason', ''))}")
             if was is None:
@@ -675,6 +672,9 @@ def change_report(before: list[dict], after: list[dict], record: list[dict],
                     said = (where[fid].labels if fid in where else {}).get(name) or rec.get("labels", {}).get(name)
                     values.append(f"| {rel} | {place(fid)} | {_md(said or name)} | {_md(was['observed'][name])} | "
                                   f"{_md(value)} |")
+    lines.append("")
+    known = {fid for run in before for fid in by_id(run)}
+    added = [f"- {place(fid)}" for fid in dict.fromkeys(fid for run in after for fid in by_id(run)) if fid not in known]
     fresh, stale = split(record, current, digests)
     seen = {(c.fence, c.name, c.text()) for c in changes(split(before, current, digests)[0], current)}
     sections = [
@@ -703,11 +703,6 @@ def change_report(before: list[dict], after: list[dict], record: list[dict],
     if not any(rows for _, rows, *_ in sections):
         lines.append("Nothing changed: no new failure, no changed value, every fence ran somewhere.")
     return "\n".join(lines).rstrip() + "\n"
-
-
-def _commit(runs: list[dict]) -> str:
-    commits = {(r.get("commit") or "?")[:12] + (" (uncommitted changes)" if r.get("dirty") else "") for r in runs}
-    return ", ".join(sorted(commits)) or "?"
 
 
 def _delta(prev: dict, run: dict) -> str:
