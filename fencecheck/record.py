@@ -119,13 +119,11 @@ def read_json(path: Path, regenerate: str, fields: tuple[str, ...] = ()) -> dict
 
 def load(folder: Path, known: list[str] | None = None, book: Path | None = None) -> list[dict]:
     """Every results file in ``folder``, in release order, each with its ``file`` name; a ``BadFile``
-    naming file, fence and field for any ``problems``. ``book`` (default: ``folder``'s parent when it
-    has a ``_toc.yml``) says which fences are gated on a device."""
+    naming file, fence and field for any ``problems``. ``book`` (default: ``folder``'s parent; none
+    without a ``_toc.yml``) says which fences are gated on a device."""
     runs = [{**read_json(path, regenerate(path), ("release", "fences")), "file": path.name}
             for path in sorted(Path(folder).glob("*.json"))]
-    if book is None and (Path(folder).parent / "_toc.yml").exists():
-        book = Path(folder).parent
-    found = problems(runs, known, book)
+    found = problems(runs, known, Path(folder).parent if book is None else book)
     if found:
         raise BadFile("\n".join(found))
     for run in runs:   # read-only from here: ``by_id`` indexes a tuple once
