@@ -4,10 +4,8 @@
     nox -s "torch(2.8.0)" -- python -m pytest ...   and run a command in it (tools/matrix.py)
 
 Sessions: fencecheck/releases.py's list, *newest* (PyPI's) and *nightly*; each pins its torch and
-installs pyproject.toml's ``test`` extra, not the project (the matrix runs this clone's). They live
-under $TF_VENVS, outside any clone, and uv hard-links their wheels from one cache, $TF_UV_CACHE.
-uv reads no pip configuration: PIP_FIND_LINKS is passed on (unless UV_FIND_LINKS is set); a pip
-cap on torch (PIP_CONSTRAINT) is not.
+installs pyproject.toml's ``test`` extra, not the project (the matrix runs this clone's). Where they
+live and which pip settings reach uv: docs/matrix.md.
 """
 from __future__ import annotations
 

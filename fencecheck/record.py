@@ -38,11 +38,10 @@ def chapter_digest(sources: list[str]) -> str:
 
 
 def build_kind(cuda: str | None, hip: str | None = None) -> str:
-    """"CPU-only", "CUDA 12.8" or "ROCm 6.4": the build of a torch."""
     return f"CUDA {cuda}" if cuda else f"ROCm {hip}" if hip else "CPU-only"
 
 
-def _git(root: Path, *args: str) -> str | None:
+def git(root: Path, *args: str) -> str | None:
     try:
         proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
@@ -51,13 +50,12 @@ def _git(root: Path, *args: str) -> str | None:
 
 
 def provenance(root: Path) -> dict:
-    """Which torch, build, NumPy, Python and platform run here, and which commit of the book."""
     import numpy
     import torch
 
     # The last commit that changed what runs, not HEAD: committing results keeps it (shallow clone: HEAD).
-    commit = _git(root, "log", "-1", "--format=%H", "--", *BOOK_PATHS) or _git(root, "rev-parse", "HEAD")
-    status = _git(root, "status", "--porcelain", "--", *BOOK_PATHS)
+    commit = git(root, "log", "-1", "--format=%H", "--", *BOOK_PATHS) or git(root, "rev-parse", "HEAD")
+    status = git(root, "status", "--porcelain", "--", *BOOK_PATHS)
     return {"torch": torch.__version__, "torch_git": getattr(torch.version, "git_version", None),
             "build": build_kind(torch.version.cuda, getattr(torch.version, "hip", None)),
             "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0) if available("cuda") else None,
@@ -66,7 +64,6 @@ def provenance(root: Path) -> dict:
 
 
 def toc_order(root: Path) -> dict[str, int]:
-    """chapter path (relative to ``root``) -> its position in ``_toc.yml``."""
     from .chapter import toc_files
 
     if not (root / "_toc.yml").exists():
@@ -74,10 +71,10 @@ def toc_order(root: Path) -> dict[str, int]:
     return {p.relative_to(root).as_posix(): n for n, p in enumerate(toc_files(root))}
 
 
-def ordered(records: list[dict], toc: dict[str, int], key: str = "cell") -> list[dict]:
+def ordered(records: list[dict], toc: dict[str, int]) -> list[dict]:
     """Records in table-of-contents order, then cell order; chapters not in it last, by name."""
     return sorted(records, key=lambda r: (toc.get(r["chapter"], len(toc)), r["chapter"],
-                                          r.get(key, -1) if isinstance(r.get(key), int) else -1))
+                                          r["cell"] if isinstance(r.get("cell"), int) else -1))
 
 
 # --- reading -------------------------------------------------------------------------
@@ -106,7 +103,7 @@ class BadFile(ValueError):
 
 
 def read_json(path: Path, regenerate: str, fields: tuple[str, ...] = ()) -> dict:
-    """The JSON object in ``path``, else a ``BadFile`` naming it and ``regenerate`` (how to write it again)."""
+    """The JSON object in ``path``, else a ``BadFile`` naming it and how to ``regenerate`` it."""
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -122,13 +119,11 @@ def read_json(path: Path, regenerate: str, fields: tuple[str, ...] = ()) -> dict
 
 def load(folder: Path, known: list[str] | None = None, book: Path | None = None) -> list[dict]:
     """Every results file in ``folder``, in release order, each with its ``file`` name; a ``BadFile``
-    naming file, fence and field for any ``problems``. ``book`` (default: ``folder``'s parent when it
-    has a ``_toc.yml``) says which fences are gated on a device."""
+    naming file, fence and field for any ``problems``. ``book`` (default: ``folder``'s parent; none
+    without a ``_toc.yml``) says which fences are gated on a device."""
     runs = [{**read_json(path, regenerate(path), ("release", "fences")), "file": path.name}
             for path in sorted(Path(folder).glob("*.json"))]
-    if book is None and (Path(folder).parent / "_toc.yml").exists():
-        book = Path(folder).parent
-    found = problems(runs, known, book)
+    found = problems(runs, known, Path(folder).parent if book is None else book)
     if found:
         raise BadFile("\n".join(found))
     for run in runs:   # read-only from here: ``by_id`` indexes a tuple once
@@ -202,13 +197,11 @@ def problems(runs: list[dict], known: list[str] | None = None, book: Path | None
 
     known = releases.names() if known is None else known
     newest = max((version_key(k) for k in known), default=())
-    gated: dict[str, set] = {}
+    gated = set(_gated_in_book(Path(book)).items()) if book is not None else set()   # (fence id, code)
     for rec in (rec for run in runs if isinstance(run.get("fences"), list) for rec in run["fences"]):
         if isinstance(rec, dict) and isinstance(rec.get("id"), str) and rec.get("outcome") == "skipped" \
                 and GPU_SKIP.search(str(rec.get("reason", ""))):   # before the schema check: any shape
-            gated.setdefault(rec.get("id"), set()).add(rec.get("code"))
-    for fid, code in (_gated_in_book(Path(book)) if book is not None else {}).items():
-        gated.setdefault(fid, set()).add(code)
+            gated.add((rec["id"], rec.get("code")))
     out = []
     for run in runs:
         name, found = run.get("file", label(run)), schema_problems(run)
@@ -233,7 +226,7 @@ def problems(runs: list[dict], known: list[str] | None = None, book: Path | None
             if outcome != "passed" and rec["observed"]:
                 out.append(f"{at}, field observed: {', '.join(sorted(rec['observed']))} recorded, but the "
                            f"fence {outcome} (a value is observed only by a fence that ran to the end)")
-            if outcome == "passed" and not run.get("gpu") and rec["code"] in gated.get(fid, ()):
+            if outcome == "passed" and not run.get("gpu") and (fid, rec["code"]) in gated:
                 out.append(f"{at}, field outcome: 'passed', but the fence is gated on a device (fences.needs) "
                            "and this run's provenance has no GPU (field gpu is null): it cannot have run")
     return out
@@ -370,13 +363,15 @@ def stale_reasons(run: dict, current: list[Fence], digests: dict[str, str]) -> l
         return []  # an install failure: nothing ran, nothing to compare
     if run.get("chapters") is None:
         return [f"written before fences had ids and chapters a digest; the book has {len(current)} fences"]
+    by_chapter: dict[str, dict[str, dict]] = {}
+    for r in run.get("fences", []):
+        by_chapter.setdefault(r["chapter"], {})[r["id"]] = r
     reasons = []
     for chapter in stale_chapters(run, digests):
         if chapter not in run["chapters"]:
             reasons.append(f"{chapter} was not run")
             continue
-        now = {f.id: f for f in current if f.chapter == chapter}
-        old = {r["id"]: r for r in run.get("fences", []) if r["chapter"] == chapter}
+        now, old = {f.id: f for f in current if f.chapter == chapter}, by_chapter.get(chapter, {})
         parts = [f"{what}: {_ids(ids)}" for what, ids in (
             ("new fences", [i for i in now if i not in old]),
             ("fences gone", [i for i in old if i not in now]),
@@ -430,7 +425,6 @@ def by_id(run: dict) -> dict[str, dict]:
 
 
 def counts(run: dict) -> dict[str, int]:
-    """Fences passed / failed / skipped, and errors outside fences, in one run."""
     out = dict.fromkeys(OUTCOMES, 0)
     for rec in run.get("fences", []):
         out[rec["outcome"]] = out.get(rec["outcome"], 0) + 1
@@ -585,7 +579,6 @@ def span(releases: list[str]) -> str:
 
 
 def badge(fence: str, runs: list[dict], described: dict | None = None) -> Badge:
-    """The badge of one fence over the current runs."""
     recs = [(label(run), by_id(run)[fence], run) for run in runs if fence in by_id(run)]
     if not recs:
         return Badge("none", "checked on this build only",
@@ -651,22 +644,19 @@ def change_report(before: list[dict], after: list[dict], record: list[dict],
     def place(fid: str) -> str:
         return f"`{fid}` ({where[fid].chapter})" if fid in where else f"`{fid}`"
 
-    lines = ["# Release matrix: what changed", "", f"Against {base}. Book commit {_commit(after)}.", "",
-             "| release | torch | build | passed | failed | skipped | errors | against before |",
+    commits = {(r.get("commit") or "?")[:12] + (" (uncommitted changes)" if r.get("dirty") else "") for r in after}
+    lines = ["# Release matrix: what changed", "", f"Against {base}. Book commit {', '.join(sorted(commits)) or '?'}.",
+             "", "| release | torch | build | passed | failed | skipped | errors | against before |",
              "|---|---|---|---|---|---|---|---|"]
+    new_fail, fixed, outcome, values = [], [], [], []
     for run in after:
-        c, prev = counts(run), old.get(label(run))
-        lines.append(f"| {label(run)}{'' if ok(run) else ' ❌'} | {run.get('torch') or '—'} | "
+        rel, c, prev = label(run), counts(run), old.get(label(run))
+        lines.append(f"| {rel}{'' if ok(run) else ' ❌'} | {run.get('torch') or '—'} | "
                      f"{run.get('build', '—')} | {c['passed']} | {c['failed']} | {c['skipped']} | "
                      f"{c['errors']} | {_delta(prev, run) if prev else 'new release'} |")
-    lines.append("")
-    new_fail, fixed, outcome, values = [], [], [], []
-    known = {fid for run in before for fid in by_id(run)}
-    added = [f"- {place(fid)}" for fid in dict.fromkeys(fid for run in after for fid in by_id(run)) if fid not in known]
-    for run in after:
-        rel, prev = label(run), by_id(old.get(label(run), {}))
+        earlier = by_id(prev or {})
         for fid, rec in by_id(run).items():
-            was, now = prev.get(fid), rec["outcome"]
+            was, now = earlier.get(fid), rec["outcome"]
             if now == "failed" and (was is None or was["outcome"] != "failed"):
                 new_fail.append(f"- {place(fid)} on {rel}: {_md(rec.get('reason', ''))}")
             if was is None:
@@ -680,6 +670,9 @@ def change_report(before: list[dict], after: list[dict], record: list[dict],
                     said = (where[fid].labels if fid in where else {}).get(name) or rec.get("labels", {}).get(name)
                     values.append(f"| {rel} | {place(fid)} | {_md(said or name)} | {_md(was['observed'][name])} | "
                                   f"{_md(value)} |")
+    lines.append("")
+    known = {fid for run in before for fid in by_id(run)}
+    added = [f"- {place(fid)}" for fid in dict.fromkeys(fid for run in after for fid in by_id(run)) if fid not in known]
     fresh, stale = split(record, current, digests)
     seen = {(c.fence, c.name, c.text()) for c in changes(split(before, current, digests)[0], current)}
     sections = [
@@ -688,32 +681,26 @@ def change_report(before: list[dict], after: list[dict], record: list[dict],
         ("Errors outside fences (setup cells, the state guard)",
          [f"- {e.get('chapter')} {e.get('item')} on {label(run)}: {_md(e.get('reason', ''))}"
           for run in after for e in run.get("errors", [])]),
-        ("Values that changed", values),
+        ("Values that changed", values,
+         ["| release | fence | value | before | now |", "|---|---|---|---|---|", *values]),
         ("Behaviours that now differ between releases or builds",
          [f"- {_md(c.label or c.name)}: {_md(c.text())} ({place(c.fence)})"
           for c in changes(fresh, current) if (c.fence, c.name, c.text()) not in seen]),
         ("Fixed (failed before)", fixed),
         ("Other outcomes that changed", outcome),
-        ("Fences new to the record (in no earlier results file)", added),
+        ("Fences new to the record (in no earlier results file)", added,
+         added[:LISTED] + [f"- and {len(added) - LISTED} more"] if len(added) > LISTED else added),
         ("Fences never run anywhere",
          [f"- `{f.id}` ({f.chapter}): {_md(why)}" for f, why in never_run(fresh, current)]),
         ("Stale results files (what they hold of these chapters is not shown as current)",
          [f"- {r.get('file', label(r))}: " + "; ".join(why) for r, why in stale]),
     ]
-    for title, rows in sections:
+    for title, rows, *shown in sections:   # shown: what a long or tabled section prints of its rows
         if rows:
-            head = ["| release | fence | value | before | now |", "|---|---|---|---|---|"] if rows is values else []
-            shown = rows[:LISTED] + [f"- and {len(rows) - LISTED} more"] if rows is added and len(rows) > LISTED \
-                else rows
-            lines += [f"## {title} ({len(rows)})", "", *head, *shown, ""]
-    if not any(rows for _, rows in sections):
+            lines += [f"## {title} ({len(rows)})", "", *(shown[0] if shown else rows), ""]
+    if not any(rows for _, rows, *_ in sections):
         lines.append("Nothing changed: no new failure, no changed value, every fence ran somewhere.")
     return "\n".join(lines).rstrip() + "\n"
-
-
-def _commit(runs: list[dict]) -> str:
-    commits = {(r.get("commit") or "?")[:12] + (" (uncommitted changes)" if r.get("dirty") else "") for r in runs}
-    return ", ".join(sorted(commits)) or "?"
 
 
 def _delta(prev: dict, run: dict) -> str:
@@ -734,9 +721,8 @@ WORDS = ("proves",)
 
 @dataclass
 class Reproduction:
-    """How a fresh run of one release compares with its committed results file."""
+    """How a fresh run of one release compares with its committed results file (each item names it)."""
 
-    file: str
     failures: list[str] = field(default_factory=list)     # records that did not reproduce
     rerecorded: list[str] = field(default_factory=list)   # records of changed chapters
     notes: list[str] = field(default_factory=list)        # per-run fields that differ
@@ -762,7 +748,7 @@ def reproduce(old: dict, new: dict) -> Reproduction:
     record and error must match (through ``_normal``; ``WORDS`` are rewordings), as must ``RECORDED``
     and, when no chapter changed, the exit status; changed chapters' records are re-recorded."""
     name = f"results/{new.get('file') or label(new) + '.json'}"
-    out = Reproduction(name)
+    out = Reproduction()
     then, now = old.get("chapters") or {}, new.get("chapters") or {}
     changed = {c for c in {*then, *now} if then.get(c) != now.get(c)}
     out.failures += [f"{name}: field {key}: {_short(old.get(key))} → {_short(new.get(key))}"

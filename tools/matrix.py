@@ -6,10 +6,8 @@
     python tools/matrix.py --list            the releases, as JSON (the CI workflow's matrix)
     python tools/matrix.py --check [RELEASE ...]   the arguments and results/ only, nothing run
 
-Each release (``fencecheck.releases``, plus *newest* from PyPI) runs in its session of
-``noxfile.py`` with this checkout on PYTHONPATH and writes ``results/<release>.json``. The report
-(``_build/matrix-report.md``) compares them with git HEAD's, and each fresh run must reproduce its
-committed file (``fencecheck.record.reproduce``). Any failure fails the run after every release ran.
+Each release runs in its session of ``noxfile.py`` with this checkout on PYTHONPATH; docs/matrix.md
+says what it writes, what the report (``_build/matrix-report.md``) compares and what fails the run.
 """
 from __future__ import annotations
 
@@ -100,21 +98,15 @@ def check(names: list[str]) -> list[str]:
 
 def committed_results(root: Path = ROOT) -> list[dict] | None:
     """The results files in git HEAD, or None where there is no git history to read."""
-    def git(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
-
-    try:
-        listing = git("ls-tree", "--name-only", "HEAD", "results/")
-    except OSError:
-        return None
-    if listing.returncode != 0:
+    listing = record.git(root, "ls-tree", "--name-only", "HEAD", "results/")
+    if listing is None:
         return None
     runs = []
-    for name in (n for n in listing.stdout.split() if n.endswith(".json")):
-        shown = git("show", f"HEAD:{name}")
-        if shown.returncode == 0:
+    for name in (n for n in listing.split() if n.endswith(".json")):
+        shown = record.git(root, "show", f"HEAD:{name}")
+        if shown is not None:
             try:
-                runs.append({**json.loads(shown.stdout), "file": Path(name).name})
+                runs.append({**json.loads(shown), "file": Path(name).name})
             except ValueError as exc:
                 raise record.BadFile(f"HEAD:{name}: not valid JSON ({exc})") from None
     found = record.problems(runs, book=root)
@@ -206,7 +198,6 @@ def run_release(release: Release) -> int:
 
 
 def report(before: list[dict] | None, names: list[str], base: str) -> str:
-    """The change report for the releases ``names`` against ``before``."""
     everything = record.load(RESULTS)
     current, digests = record.read_book(ROOT)
     text = record.change_report(before or [], [r for r in everything if record.label(r) in names], everything,
@@ -215,7 +206,6 @@ def report(before: list[dict] | None, names: list[str], base: str) -> str:
 
 
 def nightly_section(path: Path = NIGHTLY_RESULTS) -> str:
-    """The nightly's line in the report: which torch, and how its fences did."""
     head = "## Nightly (reported only, not part of the record)\n\n"
     try:
         run = json.loads(path.read_text())
