@@ -6,7 +6,7 @@ import re
 
 import pytest
 import site_checks as sc
-from check_site import is_lesson, toc_pages
+from site_checks import is_lesson, toc_pages
 
 PAGES = toc_pages()
 LESSONS = [n for n in PAGES if is_lesson(n)]
