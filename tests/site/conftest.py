@@ -1,7 +1,7 @@
 """The browser checks of the built site (``make check-site``: ``pytest tests/site``), on
 pytest-playwright's Chromium: Debian's /usr/bin/chromium, or Playwright's own with
 CHROMIUM=bundled. ``--site`` names the built site (default _build/html); the planted
-pages (test_planted.py) need no build. Not collected by ``make test``."""
+pages and notebooks (``-k planted``) need no build. Not collected by ``make test``."""
 from __future__ import annotations
 
 import tempfile

@@ -28,6 +28,11 @@ def toc_pages() -> list[str]:
     return [p.relative_to(ROOT).with_suffix("").as_posix() for p in chapter.toc_files(ROOT)]
 
 
+def short(name: str) -> str:
+    """A page's name without its folder, as the tests' ids show it (``views``)."""
+    return name.removeprefix("book/")
+
+
 def is_lesson(pagename: str, root: Path = ROOT) -> bool:
     """Whether a page's source is a lesson (``fencecheck.chapter.is_lesson``)."""
     source = root / f"{pagename}.md"

@@ -60,16 +60,6 @@ PLANTED_MYST = nbformat.writes(new_notebook(cells=[
     new_markdown_cell("The value is {glue:text}`x`.")]))
 
 
-def short(name: str) -> str:
-    return name.removeprefix("book/")
-
-
-def download(url: str, target: Path) -> Path:
-    with urllib.request.urlopen(url) as response:
-        target.write_bytes(response.read())
-    return target
-
-
 @pytest.fixture(scope="session")
 def downloads(site, pytestconfig, tmp_path_factory) -> Path:
     """A folder holding, for each chapter, a folder with its notebook and the wheel, downloaded from the site."""
@@ -80,8 +70,8 @@ def downloads(site, pytestconfig, tmp_path_factory) -> Path:
     for name in PAGES:
         work = folder / name.replace("/", "_")
         work.mkdir()
-        download(f"{site}/_sources/{name}.ipynb", work / f"{Path(name).stem}.ipynb")
-        download(f"{site}/{WHEEL_DIR}/{wheels[-1].name}", work / wheels[-1].name)
+        urllib.request.urlretrieve(f"{site}/_sources/{name}.ipynb", work / f"{Path(name).stem}.ipynb")
+        urllib.request.urlretrieve(f"{site}/{WHEEL_DIR}/{wheels[-1].name}", work / wheels[-1].name)
     return folder
 
 
@@ -99,7 +89,7 @@ def reading_problems(path: Path) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("name", PAGES, ids=short)
+@pytest.mark.parametrize("name", PAGES, ids=sc.short)
 def test_notebook_reads_as_jupyter_markdown(downloads, name):
     problems = reading_problems(downloaded(downloads, name))
     assert not problems, "\n".join(problems)
@@ -118,7 +108,7 @@ def fresh_python(tmp_path_factory, figures) -> Path:
     return python
 
 
-@pytest.mark.parametrize("name", PAGES, ids=short)
+@pytest.mark.parametrize("name", PAGES, ids=sc.short)
 def test_notebook_runs_in_a_fresh_environment(downloads, fresh_python, figures, name):
     notebook = downloaded(downloads, name)
     start = time.monotonic()
@@ -266,7 +256,7 @@ def lab_problems(browser, lab, name: str, quizzed: bool) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("name", PAGES, ids=short)
+@pytest.mark.parametrize("name", PAGES, ids=sc.short)
 def test_notebook_in_jupyterlab(browser, downloads, lab, name):
     stem = name.replace("/", "_")
     (lab[0] / f"{stem}.ipynb").write_bytes(downloaded(downloads, name).read_bytes())
