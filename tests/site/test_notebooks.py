@@ -150,10 +150,10 @@ def trust(folder: Path, name: str) -> None:
     NotebookNotary(data_dir=str(folder / ".lab-data")).sign(nbformat.read(folder / f"{name}.ipynb", as_version=4))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """JupyterLab serving a folder that holds the planted notebooks, the planted quick checks trusted: the folder
-    and the server's URL and token."""
+    and the server's URL and token. Stopped after this module's tests, with the kernels it started."""
     folder = tmp_path_factory.mktemp("lab")
     (folder / ".lab-data").mkdir()
     (folder / "planted-myst.ipynb").write_text(PLANTED_MYST)
