@@ -137,11 +137,10 @@ mutate: $(STAMP)
 # comes inside axe-playwright-python for the accessibility audit.
 check-site-tools: $(STAMP)
 	@test "$${CHROMIUM:-}" = bundled || test -x /usr/bin/chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
-	@$(BIN)/python -c "import pytest_playwright, axe_playwright_python, pypdf, jupyterlab" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[check-site]' '$(TORCH)'
+	@$(BIN)/python -c "import pytest_playwright, axe_playwright_python, pypdf, uv" 2>/dev/null || $(BIN)/python -m pip install --quiet -e '.[check-site]' '$(TORCH)'
 
 check-site: check-site-tools
-	$(BIN)/python -m pytest tests/site --site _build/html
-	TORCH='$(TORCH)' TORCH_INDEX='$(TORCH_INDEX)' $(BIN)/python tools/check_notebooks.py _build/html
+	TORCH='$(TORCH)' TORCH_INDEX='$(TORCH_INDEX)' $(BIN)/python -m pytest tests/site --site _build/html
 
 # The whole book as one PDF, printed by the same Chromium, linked from the landing page.
 pdf: $(SITE) check-site-tools

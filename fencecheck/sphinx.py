@@ -338,7 +338,7 @@ def _build_wheel(folder: Path, name: str) -> bool:
 
 def run_problems(nb) -> list[str]:
     """Why an executed notebook is not a clean top-to-bottom run (counts 1..N, no error
-    output, valid), empty when it is. tools/check_notebooks.py runs it afresh."""
+    output, valid), empty when it is. tests/site/test_notebooks.py runs it afresh."""
     import nbformat
 
     problems = []

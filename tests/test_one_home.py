@@ -3,7 +3,7 @@
 Each fact lives in one place, which every other place imports or reads:
 
 - the reference torch: ``fencecheck.releases.REFERENCE`` (the Makefile reads it with
-  ``$(shell ...)``; the matrix's CPU entry, tools/check_notebooks.py and the plugin's
+  ``$(shell ...)``; the matrix's CPU entry, tests/site/test_notebooks.py and the plugin's
   message are built from it);
 - the cell timeout: ``execute.timeout`` in _config.yml, read by
   ``fencecheck.chapter.cell_timeout`` (the suite, the site build, tools/mutate.py,

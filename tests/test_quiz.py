@@ -1,5 +1,5 @@
 """Quick checks (fences.quiz): a question rendered with jupyterquiz, its key checked and
-recorded. The browser side (graded on the page, in JupyterLab) is tools/check_site.py's."""
+recorded. The browser side (graded on the page, in JupyterLab) is tested by make check-site (tests/site/)."""
 from __future__ import annotations
 
 import json

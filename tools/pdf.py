@@ -6,17 +6,27 @@ only a PDF that passes is linked from the landing page.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
+import http.server
 import io
+import os
 import re
 import sys
+import threading
 import unicodedata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT))
 
-from check_site import launch, serve, toc_pages  # noqa: E402
+from fencecheck import chapter  # noqa: E402
 
+#: Debian's chromium by default; CHROMIUM=bundled uses the browser `playwright install` downloads.
+#: The site's checks (tests/site/conftest.py) launch it the same way.
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 OUT_NAME = "tensor-fences.pdf"
 RAW_MYST = re.compile(r"\{glue|\{code-cell\}|^:::|^```\{|\{term\}`|\{torch\}`", re.M)
 
@@ -48,13 +58,30 @@ FACTS_JS = """() => ({
 })"""
 
 
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def served(folder: Path):
+    """``folder`` served on 127.0.0.1 in a thread, while the block runs; yields its URL."""
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
 def print_pages(url: str, pages: list[str]) -> list[tuple[str, bytes, dict]]:
     """Each page as (name, PDF bytes, what its HTML held)."""
     from playwright.sync_api import sync_playwright
 
     printed = []
     with sync_playwright() as pw:
-        browser = launch(pw)
+        browser = pw.chromium.launch(executable_path=None if CHROMIUM == "bundled" else CHROMIUM, args=FLAGS)
         for name in pages:
             page = browser.new_page()
             page.goto(f"{url}/{name}.html", wait_until="load")
@@ -104,11 +131,9 @@ def main(argv: list[str]) -> int:
     if not (folder / "index.html").exists():
         print(f"pdf: {folder}/index.html is missing; run `make book` first", file=sys.stderr)
         return 1
-    server, url = serve(folder)
-    try:
-        printed = print_pages(url, toc_pages())
-    finally:
-        server.shutdown()
+    pages = [p.relative_to(ROOT).with_suffix("").as_posix() for p in chapter.toc_files(ROOT)]
+    with served(folder) as url:
+        printed = print_pages(url, pages)
     target = folder / OUT_NAME
     writer = PdfWriter()
     for name, data, facts in printed:

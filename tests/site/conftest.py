@@ -1,7 +1,7 @@
 """The browser checks of the built site (``make check-site``: ``pytest tests/site``), on
 pytest-playwright's Chromium: Debian's /usr/bin/chromium, or Playwright's own with
 CHROMIUM=bundled. ``--site`` names the built site (default _build/html); the planted
-pages (test_planted.py) need no build. Not collected by ``make test``."""
+pages and notebooks (``-k planted``) need no build. Not collected by ``make test``."""
 from __future__ import annotations
 
 import tempfile
@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 import site_checks as sc
-from check_site import CHROMIUM, FLAGS, ROOT, serve
+from pdf import CHROMIUM, FLAGS, served  # the browser and the local server that make pdf uses
 
 #: The figures the checks measured, printed after the run (the reader's measures).
 FIGURES: list[str] = []
 
 
 def pytest_addoption(parser):
-    parser.addoption("--site", default=str(ROOT / "_build" / "html"),
+    parser.addoption("--site", default=str(sc.ROOT / "_build" / "html"),
                      help="the built site to check (default: _build/html)")
 
 
@@ -26,19 +26,14 @@ def browser_type_launch_args(browser_type_launch_args):
     return {**browser_type_launch_args, "executable_path": path, "args": FLAGS}
 
 
-def served(folder: Path):
-    server, url = serve(folder)
-    yield url
-    server.shutdown()
-
-
 @pytest.fixture(scope="session")
 def site(pytestconfig):
     """The built site's address, served on 127.0.0.1."""
     folder = Path(pytestconfig.getoption("site"))
     if not (folder / "index.html").exists():
         pytest.fail(f"check-site: {folder}/index.html is missing; run `make book` first")
-    yield from served(folder)
+    with served(folder) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -53,7 +48,8 @@ def planted():
         for name, text in pages.items():
             Path(tmp, f"{name}.html").write_text(text)
         Path(tmp, "good.ipynb").write_text("{}")
-        yield from served(Path(tmp))
+        with served(Path(tmp)) as url:
+            yield url
 
 
 @pytest.fixture(scope="session")

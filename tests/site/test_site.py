@@ -6,18 +6,14 @@ import re
 
 import pytest
 import site_checks as sc
-from check_site import is_lesson, toc_pages
+from site_checks import is_lesson, toc_pages
 
 PAGES = toc_pages()
 LESSONS = [n for n in PAGES if is_lesson(n)]
 
 
-def short(name: str) -> str:
-    return name.removeprefix("book/")
-
-
 @pytest.mark.parametrize("view", sc.VIEWS, ids=lambda v: f"{v[0]}-{v[2]}")
-@pytest.mark.parametrize("name", PAGES, ids=short)
+@pytest.mark.parametrize("name", PAGES, ids=sc.short)
 def test_page(new_context, site, name, view):
     device, width, mode = view
     page = new_context(viewport={"width": width, "height": 900}, color_scheme=mode).new_page()
@@ -25,7 +21,7 @@ def test_page(new_context, site, name, view):
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("name", PAGES, ids=short)
+@pytest.mark.parametrize("name", PAGES, ids=sc.short)
 def test_readers_measures(browser, site, name, figures):
     facts = sc.measure(browser, site, name)
     lesson = is_lesson(name)
@@ -40,7 +36,7 @@ def test_readers_measures(browser, site, name, figures):
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("name", LESSONS, ids=short)
+@pytest.mark.parametrize("name", LESSONS, ids=sc.short)
 def test_lesson_form_measures(browser, site, name, figures):
     f3 = sc.measure_form3(browser, site, name)
     figures.append(f"lesson form {name}: {f3['showing']} of {f3['fences']} lesson "
@@ -53,7 +49,7 @@ def test_lesson_form_measures(browser, site, name, figures):
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("name", [n for n in PAGES if n == sc.DRILL or is_lesson(n)], ids=short)
+@pytest.mark.parametrize("name", [n for n in PAGES if n == sc.DRILL or is_lesson(n)], ids=sc.short)
 def test_quick_checks_answered(browser, site, name, figures):
     """Every quick check of a lesson, and a sample of the drill's chains, answered in Chromium."""
     facts, problems = sc.quiz_check(browser, site, name, drill=name == sc.DRILL)
