@@ -73,23 +73,31 @@ def build(root: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    root = tmp_path_factory.mktemp("quizbook")
-    return root, build(root)
+def site(proven, tmp_path_factory):
+    """What the tests read of the small book's build: a tooling proof, over stride-drill.md too
+    (tests/conftest.py: ``proven``)."""
+    def run():
+        from site_checks import is_lesson
+
+        root = tmp_path_factory.mktemp("quizbook")
+        proc = build(root)
+        html = root / "_build" / "html" / "book"
+        pages = {name: (html / f"{name}.html").read_text() for name in ("good", "stride-drill")
+                 if (html / f"{name}.html").exists()}
+        lessons = {page: is_lesson(page, root) for page in ("book/good", "book/index")}
+        return proc.returncode, proc.stdout[-3000:] + proc.stderr[-3000:], pages, lessons
+
+    return proven("quiz-book-build", run, also=(ROOT / "book" / "stride-drill.md",))
 
 
 def test_the_book_with_quick_checks_builds_without_a_warning(site):
-    root, proc = site
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    html = root / "_build" / "html" / "book"
-    assert (html / "good.html").read_text().count('class="tf-quiz"') == 8
-    assert "[observed]" not in (html / "good.html").read_text()   # the key is recorded, not shown
-    assert (html / "stride-drill.html").read_text().count('class="tf-quiz"') == 10
+    code, out, pages, _ = site
+    assert code == 0, out
+    assert pages["good"].count('class="tf-quiz"') == 8
+    assert "[observed]" not in pages["good"]   # the key is recorded, not shown
+    assert pages["stride-drill"].count('class="tf-quiz"') == 10
 
 
 def test_a_lesson_is_what_the_front_matter_declares(site):
-    from site_checks import is_lesson
-
-    root, _ = site
-    assert is_lesson("book/good", root) and not is_lesson("book/index", root)
-
+    _, _, _, lessons = site
+    assert lessons == {"book/good": True, "book/index": False}
