@@ -2,6 +2,7 @@ import hashlib
 import importlib.metadata
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -16,22 +17,28 @@ ROOT = Path(__file__).resolve().parents[1]
 NOT_READ = ("book/", "results/", "mutate-results.json", "docs/")
 
 
-def tooling_key(also: tuple[Path, ...] = (), root: Path = ROOT) -> str | None:
+def tooling_key(also: tuple[Path, ...] = (), root: Path = ROOT, base: str | None = None) -> str | None:
     """What a tooling proof's outcome can depend on: Python, every installed distribution's version, and every file
-    of the checkout (tracked or new, ignored ones aside) but the chapters and the records, plus ``also``.
-    None outside a git checkout: the proof then always runs."""
-    try:
-        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                                cwd=root, capture_output=True)
-    except OSError:   # no git
-        return None
-    if listed.returncode != 0:
-        return None
-    files = sorted({f for f in listed.stdout.decode().split("\0") if f and not f.startswith(NOT_READ)})
-    sha = hashlib.sha256(sys.version.encode())
-    for dist in sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()):
-        sha.update(dist.encode())
-    for path in [root / f for f in files] + [Path(p) for p in also]:
+    of the checkout (tracked or new, ignored ones aside) but the chapters and the records (``base``, when the session
+    computed it already), plus ``also``. None outside a git checkout: the proof then always runs."""
+    if base is None:
+        try:
+            listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                                    cwd=root, capture_output=True)
+        except OSError:   # no git
+            return None
+        if listed.returncode != 0:
+            return None
+        files = [root / f for f in sorted(set(listed.stdout.decode().split("\0")) - {""}) if not f.startswith(NOT_READ)]
+        site = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}   # not sys.path: tests move it
+        installed = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions(path=[*site]))
+        base = _digest(sys.version + "\n".join(installed), files, root)
+    return _digest(base, [Path(p) for p in also], root) if also else base
+
+
+def _digest(text: str, paths: list[Path], root: Path) -> str:
+    sha = hashlib.sha256(text.encode())
+    for path in paths:
         if path.is_file():
             sha.update(str(path.relative_to(root) if path.is_relative_to(root) else path).encode())
             sha.update(path.read_bytes())
@@ -50,7 +57,8 @@ def proven(pytestconfig):
     stored. The terminal summary says which proofs ran and which were read back.
     """
     def prove(name: str, run, also: tuple[Path, ...] = ()):
-        key, entry = tooling_key(also), f"fences/proof-{name}"
+        key = tooling_key(also, base=pytestconfig.fences_tooling_key) if pytestconfig.fences_tooling_key else None
+        entry = f"fences/proof-{name}"
         cached = pytestconfig.cache.get(entry, None)
         if key and cached and cached.get("key") == key and not pytestconfig.getoption("--fences-fresh"):
             _say(pytestconfig, name, f"read back (made {cached['date']})")
@@ -67,13 +75,9 @@ def proven(pytestconfig):
 def pytest_configure(config):
     config.addinivalue_line("markers", "proof: a costly test of the tooling; its pass is read back under an unchanged "
                                        "tooling_key (tests/conftest.py: pytest_pyfunc_call)")
+    config.fences_tooling_key = tooling_key()   # as the session starts: tests may write into the checkout later
 
 
-def _session_key(config) -> str | None:
-    """``tooling_key()`` once per process: the checkout does not change while the tests run."""
-    if not hasattr(config, "fences_tooling_key"):
-        config.fences_tooling_key = tooling_key()
-    return config.fences_tooling_key
 
 
 def _proof_entry(item) -> str:
@@ -87,7 +91,7 @@ def pytest_pyfunc_call(pyfuncitem):
     if pyfuncitem.get_closest_marker("proof") is None or pyfuncitem.config.getoption("--fences-fresh"):
         return None
     stored = pyfuncitem.config.cache.get(_proof_entry(pyfuncitem), None)
-    if stored and stored["key"] == _session_key(pyfuncitem.config):
+    if stored and stored["key"] == pyfuncitem.config.fences_tooling_key:
         pyfuncitem.read_back = True
         _say(pyfuncitem.config, pyfuncitem.name, f"read back (passed {stored['date']})")
         return True
@@ -98,7 +102,7 @@ def pytest_pyfunc_call(pyfuncitem):
 def pytest_runtest_makereport(item, call):
     report = yield
     if call.when == "call" and report.passed and item.get_closest_marker("proof") is not None:
-        key = _session_key(item.config)
+        key = item.config.fences_tooling_key
         if key and not getattr(item, "read_back", False):
             item.config.cache.set(_proof_entry(item), {"key": key, "date": time.strftime("%Y-%m-%d %H:%M")})
             _say(item.config, item.name, "ran")
