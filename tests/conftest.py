@@ -1,5 +1,6 @@
 import hashlib
 import importlib.metadata
+import os
 import subprocess
 import sys
 import sysconfig
@@ -15,6 +16,8 @@ collect_ignore = ["site"]
 ROOT = Path(__file__).resolve().parents[1]
 #: What a tooling proof never reads: the chapters and the records (a proof reading one names it).
 NOT_READ = ("book/", "results/", "mutate-results.json", "docs/")
+#: The environment variables a proof's subprocesses read (pytest's, Python's path, this project's, Jupyter's).
+ENV_READ = ("PYTEST_", "PYTHONPATH", "FENCES_", "JUPYTER", "XDG_CACHE_HOME")
 
 
 def tooling_key(also: tuple[Path, ...] = (), root: Path = ROOT, base: str | None = None) -> str | None:
@@ -31,8 +34,12 @@ def tooling_key(also: tuple[Path, ...] = (), root: Path = ROOT, base: str | None
             return None
         files = [root / f for f in sorted(set(listed.stdout.decode().split("\0")) - {""}) if not f.startswith(NOT_READ)]
         site = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}   # not sys.path: tests move it
-        installed = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions(path=[*site]))
-        base = _digest(sys.version + "\n".join(installed), files, root)
+        installed = sorted(f"{d.metadata['Name']}=={d.version} {d.read_text('direct_url.json') or ''}"
+                           for d in importlib.metadata.distributions(path=[*site]))
+        if root == ROOT and not any(root.as_uri() in line for line in installed if line.startswith("tensor-fences==")):
+            return None   # the project is installed from another checkout: its subprocesses import that one
+        env = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith(ENV_READ))
+        base = _digest("\n".join([sys.version, *installed, *env]), files, root)
     return _digest(base, [Path(p) for p in also], root) if also else base
 
 
@@ -57,15 +64,16 @@ def proven(pytestconfig):
     stored. The terminal summary says which proofs ran and which were read back.
     """
     def prove(name: str, run, also: tuple[Path, ...] = ()):
-        key = tooling_key(also, base=pytestconfig.fences_tooling_key) if pytestconfig.fences_tooling_key else None
+        cache, base = getattr(pytestconfig, "cache", None), pytestconfig.fences_tooling_key
+        key = tooling_key(also, base=base) if base and cache else None
         entry = f"fences/proof-{name}"
-        cached = pytestconfig.cache.get(entry, None)
-        if key and cached and cached.get("key") == key and not pytestconfig.getoption("--fences-fresh"):
+        cached = cache.get(entry, None) if key else None
+        if cached and cached.get("key") == key and not pytestconfig.getoption("--fences-fresh"):
             _say(pytestconfig, name, f"read back (made {cached['date']})")
             return cached["result"]
         result = run()
-        if key:
-            pytestconfig.cache.set(entry, {"key": key, "date": time.strftime("%Y-%m-%d %H:%M"), "result": result})
+        if key:   # stored when the session ends, if no test of this process failed (tests/conftest.py: sessionfinish)
+            pytestconfig.fences_pending[entry] = {"key": key, "date": time.strftime("%Y-%m-%d %H:%M"), "result": result}
         _say(pytestconfig, name, "ran")
         return result
 
@@ -75,7 +83,17 @@ def proven(pytestconfig):
 def pytest_configure(config):
     config.addinivalue_line("markers", "proof: a costly test of the tooling; its pass is read back under an unchanged "
                                        "tooling_key (tests/conftest.py: pytest_pyfunc_call)")
-    config.fences_tooling_key = tooling_key()   # as the session starts: tests may write into the checkout later
+    # as the session starts (tests may write into the checkout later); none without pytest's cache
+    config.fences_tooling_key = tooling_key() if getattr(config, "cache", None) is not None else None
+    config.fences_pending = {}
+
+
+def pytest_sessionfinish(session):
+    """Store the proofs ``proven`` made, only when no test of this process failed: a result its tests fail on may
+    be a slow machine's, and is not kept to be read back."""
+    if session.testsfailed == 0:
+        for entry, value in session.config.fences_pending.items():
+            session.config.cache.set(entry, value)
 
 
 
@@ -88,10 +106,11 @@ def _proof_entry(item) -> str:
 def pytest_pyfunc_call(pyfuncitem):
     """A test marked ``proof`` that passed under the same ``tooling_key`` is read back, not run (as ``proven`` does
     for a fixture's result: its outcome is a function of that key); ``--fences-fresh`` runs it."""
-    if pyfuncitem.get_closest_marker("proof") is None or pyfuncitem.config.getoption("--fences-fresh"):
+    key = pyfuncitem.config.fences_tooling_key   # None without pytest's cache or a checkout
+    if pyfuncitem.get_closest_marker("proof") is None or not key or pyfuncitem.config.getoption("--fences-fresh"):
         return None
     stored = pyfuncitem.config.cache.get(_proof_entry(pyfuncitem), None)
-    if stored and stored["key"] == pyfuncitem.config.fences_tooling_key:
+    if stored and stored["key"] == key:
         pyfuncitem.read_back = True
         _say(pyfuncitem.config, pyfuncitem.name, f"read back (passed {stored['date']})")
         return True
@@ -111,7 +130,8 @@ def pytest_runtest_makereport(item, call):
 
 def _say(config, name: str, what: str) -> None:
     """Note for the summary what became of a proof (a file each: xdist's workers write at once)."""
-    (config.cache.mkdir("fences-proofs-said") / name).write_text(what)
+    if getattr(config, "cache", None) is not None:
+        (config.cache.mkdir("fences-proofs-said") / name).write_text(what)
 
 
 def pytest_terminal_summary(terminalreporter, config):

@@ -386,7 +386,8 @@ def test_a_tooling_proof_runs_once_and_is_read_back_until_fresh(pytester):
         'proofs = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(proofs)\n'
         'proven, pytest_terminal_summary = proofs.proven, proofs.pytest_terminal_summary\n'
         'pytest_configure, pytest_pyfunc_call = proofs.pytest_configure, proofs.pytest_pyfunc_call\n'
-        'pytest_runtest_makereport = proofs.pytest_runtest_makereport\n')
+        'pytest_runtest_makereport = proofs.pytest_runtest_makereport\n'
+        'pytest_sessionfinish = proofs.pytest_sessionfinish\n')
     runs = pytester.path.parent / f"{pytester.path.name}-runs"    # outside the checkout the plugin guards
     pytester.makepyfile(test_p=(
         "import pytest\n\n"
@@ -396,12 +397,14 @@ def test_a_tooling_proof_runs_once_and_is_read_back_until_fresh(pytester):
         "    assert proven('p', run) == [1, 2]\n\n"
         "@pytest.mark.proof\ndef test_q():\n    note('q')\n\n"
         "@pytest.mark.proof\ndef test_r():\n    note('r')\n    assert False\n"))
-    first = pytester.runpytest_subprocess("-p", "no:xdist")
+    first = pytester.runpytest_subprocess("-p", "no:xdist")            # r fails: p's result is not stored
     assert first.ret == 1 and runs.read_text() == "pqr"
     first.stdout.fnmatch_lines(["tooling proofs: 2 ran, 0 read back*"])
+    assert pytester.runpytest_subprocess("-p", "no:xdist", "-k", "not test_r").ret == 0
+    assert runs.read_text() == "pqrp"                                  # q was stored: a marked pass is
     second = pytester.runpytest_subprocess("-p", "no:xdist")
     second.assert_outcomes(passed=2, failed=1)
-    assert runs.read_text() == "pqrr"                                  # a failure is not stored
+    assert runs.read_text() == "pqrpr"                                 # a failure is not stored
     second.stdout.fnmatch_lines(["tooling proofs: 0 ran, 2 read back*: p, test_q"])
     assert pytester.runpytest_subprocess("-p", "no:xdist", "--fences-fresh").ret == 1
-    assert runs.read_text() == "pqrrpqr"
+    assert runs.read_text() == "pqrprpqr"
