@@ -58,6 +58,12 @@ FACTS_JS = """() => ({
 })"""
 
 
+def toc_pages() -> list[str]:
+    """Every page ``_toc.yml`` lists, as a page name (``book/views``): the PDF's order, and the pages the site's
+    checks open (tests/site)."""
+    return [p.relative_to(ROOT).with_suffix("").as_posix() for p in chapter.toc_files(ROOT)]
+
+
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
@@ -131,9 +137,8 @@ def main(argv: list[str]) -> int:
     if not (folder / "index.html").exists():
         print(f"pdf: {folder}/index.html is missing; run `make book` first", file=sys.stderr)
         return 1
-    pages = [p.relative_to(ROOT).with_suffix("").as_posix() for p in chapter.toc_files(ROOT)]
     with served(folder) as url:
-        printed = print_pages(url, pages)
+        printed = print_pages(url, toc_pages())
     target = folder / OUT_NAME
     writer = PdfWriter()
     for name, data, facts in printed:

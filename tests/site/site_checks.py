@@ -12,6 +12,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 
 from fencecheck import chapter  # noqa: E402
 from fencecheck.lint import MAX_VISIBLE_LINES  # noqa: E402 - the 15-line limit's one home
+from pdf import toc_pages  # noqa: E402,F401 - the pages the PDF prints, for the tests here
 
 SHOTS = ROOT / "_build" / "screenshots"
 #: Each lesson of the new form has at least this many quick checks (fences.quiz).
@@ -23,11 +24,6 @@ QUIZ_JS = """() => [...document.querySelectorAll('div.tf-quiz')].map(d => ({
   rendered: d.querySelectorAll('.Quiz').length, pending: d.querySelectorAll('.tf-quiz-pending').length}))"""
 
 
-def toc_pages() -> list[str]:
-    """Every page ``_toc.yml`` lists, as a page name (``book/views``)."""
-    return [p.relative_to(ROOT).with_suffix("").as_posix() for p in chapter.toc_files(ROOT)]
-
-
 def short(name: str) -> str:
     """A page's name without its folder, as the tests' ids show it (``views``)."""
     return name.removeprefix("book/")
@@ -37,6 +33,7 @@ def is_lesson(pagename: str, root: Path = ROOT) -> bool:
     """Whether a page's source is a lesson (``fencecheck.chapter.is_lesson``)."""
     source = root / f"{pagename}.md"
     return source.exists() and chapter.is_lesson(source.read_text(encoding="utf-8"))
+
 
 VIEWS = [("desktop", 1400, "light"), ("desktop", 1400, "dark"),
          ("phone", 390, "light"), ("phone", 390, "dark")]
