@@ -1,3 +1,4 @@
+import functools
 import hashlib
 import importlib.metadata
 import os
@@ -16,8 +17,9 @@ collect_ignore = ["site"]
 ROOT = Path(__file__).resolve().parents[1]
 #: What a tooling proof never reads: the chapters and the records (a proof reading one names it).
 NOT_READ = ("book/", "results/", "mutate-results.json", "docs/")
-#: The environment variables a proof's subprocesses read (pytest's, Python's path, this project's, Jupyter's).
-ENV_READ = ("PYTEST_", "PYTHONPATH", "FENCES_", "JUPYTER", "XDG_CACHE_HOME")
+#: The environment variables a proof's subprocesses read (pytest's options, Python's path, this project's, Jupyter's);
+#: not the PYTEST_XDIST_* a worker is given, one of which is new in every session.
+ENV_READ = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONPATH", "FENCES_", "JUPYTER", "XDG_CACHE_HOME")
 
 
 def tooling_key(also: tuple[Path, ...] = (), root: Path = ROOT, base: str | None = None) -> str | None:
@@ -33,14 +35,18 @@ def tooling_key(also: tuple[Path, ...] = (), root: Path = ROOT, base: str | None
         if listed.returncode != 0:
             return None
         files = [root / f for f in sorted(set(listed.stdout.decode().split("\0")) - {""}) if not f.startswith(NOT_READ)]
-        site = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}   # not sys.path: tests move it
-        installed = sorted(f"{d.metadata['Name']}=={d.version} {d.read_text('direct_url.json') or ''}"
-                           for d in importlib.metadata.distributions(path=[*site]))
-        if root == ROOT and not any(root.as_uri() in line for line in installed if line.startswith("tensor-fences==")):
-            return None   # the project is installed from another checkout: its subprocesses import that one
         env = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith(ENV_READ))
-        base = _digest("\n".join([sys.version, *installed, *env]), files, root)
+        base = _digest("\n".join([sys.version, *installed(), *env]), files, root)
     return _digest(base, [Path(p) for p in also], root) if also else base
+
+
+@functools.cache
+def installed() -> tuple[str, ...]:
+    """``name==version direct_url`` of every distribution in this venv's site-packages (not sys.path: tests move
+    it, and the checkout's own ``*.egg-info`` would shadow the project's installed metadata)."""
+    site = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
+    return tuple(sorted(f"{d.metadata['Name']}=={d.version} {d.read_text('direct_url.json') or ''}"
+                        for d in importlib.metadata.distributions(path=[*site])))
 
 
 def _digest(text: str, paths: list[Path], root: Path) -> str:
@@ -64,13 +70,12 @@ def proven(pytestconfig):
     stored. The terminal summary says which proofs ran and which were read back.
     """
     def prove(name: str, run, also: tuple[Path, ...] = ()):
-        cache, base = getattr(pytestconfig, "cache", None), pytestconfig.fences_tooling_key
-        key = tooling_key(also, base=base) if base and cache else None
-        entry = f"fences/proof-{name}"
-        cached = cache.get(entry, None) if key else None
-        if cached and cached.get("key") == key and not pytestconfig.getoption("--fences-fresh"):
-            _say(pytestconfig, name, f"read back (made {cached['date']})")
-            return cached["result"]
+        base = pytestconfig.fences_tooling_key
+        key, entry = tooling_key(also, base=base) if base else None, f"fences/proof-{name}"
+        stored = _stored(pytestconfig, entry, key)
+        if stored:
+            _say(pytestconfig, name, f"read back (made {stored['date']})")
+            return stored["result"]
         result = run()
         if key:   # stored when the session ends, if no test of this process failed (tests/conftest.py: sessionfinish)
             pytestconfig.fences_pending[entry] = {"key": key, "date": time.strftime("%Y-%m-%d %H:%M"), "result": result}
@@ -83,9 +88,13 @@ def proven(pytestconfig):
 def pytest_configure(config):
     config.addinivalue_line("markers", "proof: a costly test of the tooling; its pass is read back under an unchanged "
                                        "tooling_key (tests/conftest.py: pytest_pyfunc_call)")
-    # as the session starts (tests may write into the checkout later); none without pytest's cache
-    config.fences_tooling_key = tooling_key() if getattr(config, "cache", None) is not None else None
+    # As the session starts (tests may write into the checkout later). None, so every proof runs, without pytest's
+    # cache, or when the project is installed from another checkout (the proofs' subprocesses import that one).
+    ours = [line for line in installed() if line.startswith("tensor-fences==")]
+    here = getattr(config, "cache", None) is not None and any(ROOT.as_uri() in line for line in ours)
+    config.fences_tooling_key = tooling_key() if here else None
     config.fences_pending = {}
+    config.fences_said = {}   # proof -> "ran" or "read back (...)", for the summary
 
 
 def pytest_sessionfinish(session):
@@ -94,8 +103,22 @@ def pytest_sessionfinish(session):
     if session.testsfailed == 0:
         for entry, value in session.config.fences_pending.items():
             session.config.cache.set(entry, value)
+    if hasattr(session.config, "workeroutput"):   # an xdist worker: what it said goes to the controller
+        session.config.workeroutput["fences_said"] = session.config.fences_said
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """xdist's controller: a worker's notes for the summary."""
+    node.config.fences_said.update(getattr(node, "workeroutput", {}).get("fences_said", {}))
+
+
+def _stored(config, entry: str, key: str | None) -> dict | None:
+    """What an earlier session stored under ``entry`` for ``key``; None when there is none, it is stale, or FRESH=1."""
+    if not key or config.getoption("--fences-fresh"):
+        return None
+    stored = config.cache.get(entry, None)
+    return stored if stored and stored.get("key") == key else None
 
 
 def _proof_entry(item) -> str:
@@ -106,11 +129,10 @@ def _proof_entry(item) -> str:
 def pytest_pyfunc_call(pyfuncitem):
     """A test marked ``proof`` that passed under the same ``tooling_key`` is read back, not run (as ``proven`` does
     for a fixture's result: its outcome is a function of that key); ``--fences-fresh`` runs it."""
-    key = pyfuncitem.config.fences_tooling_key   # None without pytest's cache or a checkout
-    if pyfuncitem.get_closest_marker("proof") is None or not key or pyfuncitem.config.getoption("--fences-fresh"):
+    if pyfuncitem.get_closest_marker("proof") is None:
         return None
-    stored = pyfuncitem.config.cache.get(_proof_entry(pyfuncitem), None)
-    if stored and stored["key"] == key:
+    stored = _stored(pyfuncitem.config, _proof_entry(pyfuncitem), pyfuncitem.config.fences_tooling_key)
+    if stored:
         pyfuncitem.read_back = True
         _say(pyfuncitem.config, pyfuncitem.name, f"read back (passed {stored['date']})")
         return True
@@ -129,19 +151,13 @@ def pytest_runtest_makereport(item, call):
 
 
 def _say(config, name: str, what: str) -> None:
-    """Note for the summary what became of a proof (a file each: xdist's workers write at once)."""
-    if getattr(config, "cache", None) is not None:
-        (config.cache.mkdir("fences-proofs-said") / name).write_text(what)
+    """Note for the summary what became of a proof."""
+    config.fences_said[name] = what
 
 
 def pytest_terminal_summary(terminalreporter, config):
     """Say which tooling proofs ran in this session and which were read back."""
-    if getattr(config, "cache", None) is None or hasattr(config, "workerinput"):  # -p no:cacheprovider; a worker
-        return
-    said = {}
-    for note in sorted(config.cache.mkdir("fences-proofs-said").iterdir()):
-        said[note.name] = note.read_text()
-        note.unlink()
+    said = dict(sorted(config.fences_said.items()))
     if said:
         back = [n for n, w in said.items() if w != "ran"]
         terminalreporter.write_line(f"tooling proofs: {len(said) - len(back)} ran, {len(back)} read back under an "

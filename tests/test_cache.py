@@ -351,7 +351,7 @@ def _git(root: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
 
 
-def test_a_tooling_proof_is_keyed_by_the_tooling_not_by_the_chapters(tmp_path, tmp_path_factory):
+def test_a_tooling_proof_is_keyed_by_the_tooling_not_by_the_chapters(tmp_path, tmp_path_factory, monkeypatch):
     from conftest import tooling_key
 
     (tmp_path / "book").mkdir()
@@ -364,7 +364,11 @@ def test_a_tooling_proof_is_keyed_by_the_tooling_not_by_the_chapters(tmp_path, t
     (tmp_path / "book" / "a.md").write_text("# A, edited\n")          # a chapter: read by no proof
     (tmp_path / "ignored").mkdir()
     (tmp_path / "ignored" / "x.py").write_text("y = 2\n")              # what git ignores
+    monkeypatch.setenv("PYTEST_XDIST_TESTRUNUID", "new-in-every-session")  # an xdist worker's
     assert tooling_key(root=tmp_path) == key
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-x")                               # what the proofs' runs read
+    assert tooling_key(root=tmp_path) != key
+    monkeypatch.delenv("PYTEST_ADDOPTS")
     also = tmp_path / "book" / "verified.md"
     also.write_text("v1\n")
     assert tooling_key((also,), root=tmp_path) != key                 # a chapter the proof names
