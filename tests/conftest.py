@@ -52,8 +52,9 @@ def installed() -> tuple[str, ...]:
 def _digest(text: str, paths: list[Path], root: Path) -> str:
     sha = hashlib.sha256(text.encode())
     for path in paths:
-        if path.is_file():
+        if path.is_file():   # its name, whether it is executable (all of its mode git keeps), its bytes
             sha.update(str(path.relative_to(root) if path.is_relative_to(root) else path).encode())
+            sha.update(b"x" if os.access(path, os.X_OK) else b"-")
             sha.update(path.read_bytes())
     return sha.hexdigest()
 
@@ -77,9 +78,9 @@ def proven(pytestconfig):
             _say(pytestconfig, name, f"read back (made {stored['date']})")
             return stored["result"]
         result = run()
-        if key:   # stored when the session ends, if no test of this process failed (tests/conftest.py: sessionfinish)
-            pytestconfig.fences_pending[entry] = {"key": key, "date": time.strftime("%Y-%m-%d %H:%M"), "result": result}
         _say(pytestconfig, name, "ran")
+        if key:   # stored when the session ends, if no test of this process failed (tests/conftest.py: sessionfinish)
+            _pend(pytestconfig, entry, name, key, also, result=result)
         return result
 
     return prove
@@ -97,12 +98,24 @@ def pytest_configure(config):
     config.fences_said = {}   # proof -> "ran" or "read back (...)", for the summary
 
 
+def _pend(config, entry: str, name: str, key: str, also: tuple[Path, ...] = (), **value) -> None:
+    """Keep a proof to store when the session ends: a fixture's ``result``, or a marked test's pass."""
+    config.fences_pending[entry] = (name, also, {"key": key, "date": time.strftime("%Y-%m-%d %H:%M"), **value})
+
+
 def pytest_sessionfinish(session):
-    """Store the proofs ``proven`` made, only when no test of this process failed: a result its tests fail on may
-    be a slow machine's, and is not kept to be read back."""
-    if session.testsfailed == 0:
-        for entry, value in session.config.fences_pending.items():
-            session.config.cache.set(entry, value)
+    """Store this process's proofs: a marked test's pass, and a fixture's result only when no test of this process
+    failed (a result its tests fail on may be a slow machine's). None is stored when the key is no longer the one the
+    session started with: a file edited during the session and restored later would leave the edit's outcome under
+    the old key."""
+    config = session.config
+    pending = {e: p for e, p in config.fences_pending.items() if "result" not in p[2] or session.testsfailed == 0}
+    base = tooling_key() if pending else None
+    for entry, (name, also, value) in pending.items():
+        if base and tooling_key(also, base=base) == value["key"]:
+            config.cache.set(entry, value)
+        else:
+            _say(config, name, "ran, not stored: the checkout or the environment changed during the session")
     if hasattr(session.config, "workeroutput"):   # an xdist worker: what it said goes to the controller
         session.config.workeroutput["fences_said"] = session.config.fences_said
 
@@ -144,9 +157,10 @@ def pytest_runtest_makereport(item, call):
     report = yield
     if call.when == "call" and report.passed and item.get_closest_marker("proof") is not None:
         key = item.config.fences_tooling_key
-        if key and not getattr(item, "read_back", False):
-            item.config.cache.set(_proof_entry(item), {"key": key, "date": time.strftime("%Y-%m-%d %H:%M")})
+        if not getattr(item, "read_back", False):
             _say(item.config, item.name, "ran")
+            if key:
+                _pend(item.config, _proof_entry(item), item.name, key)
     return report
 
 
@@ -159,9 +173,13 @@ def pytest_terminal_summary(terminalreporter, config):
     """Say which tooling proofs ran in this session and which were read back."""
     said = dict(sorted(config.fences_said.items()))
     if said:
-        back = [n for n, w in said.items() if w != "ran"]
+        back = [n for n, w in said.items() if w.startswith("read back")]
+        lost = [n for n, w in said.items() if w.startswith("ran, not stored")]
         terminalreporter.write_line(f"tooling proofs: {len(said) - len(back)} ran, {len(back)} read back under an "
                                     f"unchanged key (FRESH=1 runs them all){': ' + ', '.join(back) if back else ''}")
+        if lost:
+            terminalreporter.write_line(f"tooling proofs not stored, as the checkout or the environment changed "
+                                        f"during the session: {', '.join(lost)}")
 
 
 def _edited_copy(tmp_path, monkeypatch, name: str, module: str):

@@ -375,14 +375,16 @@ def test_a_tooling_proof_is_keyed_by_the_tooling_not_by_the_chapters(tmp_path, t
     (tmp_path / "tool.py").write_text("x = 2\n")                       # the tooling, edited
     edited = tooling_key(root=tmp_path)
     assert edited != key
+    (tmp_path / "tool.py").chmod(0o755)                                # made executable: git keeps that
+    assert tooling_key(root=tmp_path) != edited
+    (tmp_path / "tool.py").chmod(0o644)
     (tmp_path / "new.py").write_text("")                               # a new file, not yet added
     assert tooling_key(root=tmp_path) != edited
     assert tooling_key(root=tmp_path_factory.mktemp("plain")) is None  # no checkout: always run
 
 
-def test_a_tooling_proof_runs_once_and_is_read_back_until_fresh(pytester):
-    """The second session reads the proofs back (a fixture's result, and the pass of a test marked ``proof``; not a
-    failure); ``--fences-fresh`` (make test FRESH=1) runs them again."""
+def _proofs_plugin(pytester) -> Path:
+    """tests/conftest.py's proofs in a pytester checkout; the file each proof's run notes a letter in."""
     tests = Path(__file__).resolve().parent
     pytester.makeconftest(
         'import importlib.util\npytest_plugins = ["fencecheck.pytest_plugin"]\n'
@@ -392,10 +394,19 @@ def test_a_tooling_proof_runs_once_and_is_read_back_until_fresh(pytester):
         'pytest_configure, pytest_pyfunc_call = proofs.pytest_configure, proofs.pytest_pyfunc_call\n'
         'pytest_runtest_makereport = proofs.pytest_runtest_makereport\n'
         'pytest_sessionfinish = proofs.pytest_sessionfinish\n')
-    runs = pytester.path.parent / f"{pytester.path.name}-runs"    # outside the checkout the plugin guards
+    return pytester.path.parent / f"{pytester.path.name}-runs"    # outside the checkout the plugin guards
+
+
+def _note(runs: Path) -> str:
+    return f"import os, pytest\n\ndef note(what):\n    with open({str(runs)!r}, 'a') as f:\n        f.write(what)\n\n"
+
+
+def test_a_tooling_proof_runs_once_and_is_read_back_until_fresh(pytester):
+    """The second session reads the proofs back (a fixture's result, and the pass of a test marked ``proof``; not a
+    failure); ``--fences-fresh`` (make test FRESH=1) runs them again."""
+    runs = _proofs_plugin(pytester)
     pytester.makepyfile(test_p=(
-        "import pytest\n\n"
-        f"def note(what):\n    with open({str(runs)!r}, 'a') as f:\n        f.write(what)\n\n"
+        _note(runs) +
         "def test_p(proven):\n"
         "    def run():\n        note('p')\n        return [1, 2]\n"
         "    assert proven('p', run) == [1, 2]\n\n"
@@ -412,3 +423,22 @@ def test_a_tooling_proof_runs_once_and_is_read_back_until_fresh(pytester):
     second.stdout.fnmatch_lines(["tooling proofs: 0 ran, 2 read back*: p, test_q"])
     assert pytester.runpytest_subprocess("-p", "no:xdist", "--fences-fresh").ret == 1
     assert runs.read_text() == "pqrprpqr"
+
+
+def test_a_tooling_proof_is_not_stored_when_its_key_changed_during_the_session(pytester):
+    """A proof whose key is no longer the session's when it ends (here a variable the key reads, set by the proof;
+    a file edited during the session and restored later is the case it stands for) runs again next time."""
+    runs = _proofs_plugin(pytester)
+    pytester.makepyfile(test_s=(
+        _note(runs) +
+        "def test_s(proven):\n"
+        "    def run():\n        note('s')\n        os.environ['FENCES_EDITED'] = 'yes'\n        return 1\n"
+        "    assert proven('s', run) == 1\n\n"
+        "@pytest.mark.proof\ndef test_t():\n    note('t')\n    os.environ['FENCES_EDITED'] = 'yes'\n"))
+    for _ in range(2):
+        result = pytester.runpytest_subprocess("-p", "no:xdist")
+        assert result.ret == 0
+        result.stdout.fnmatch_lines(["tooling proofs: 2 ran, 0 read back*",
+                                     "tooling proofs not stored, as the checkout*changed*: s, test_t"])
+    assert runs.read_text() == "stst"
+

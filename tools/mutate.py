@@ -410,10 +410,11 @@ NOT_DECIDING = {"torch", "ipykernel", "matplotlib"}
 
 def chapter_packages(root: Path = ROOT) -> list[str]:
     """The distributions a fence's outcome depends on: the ``book`` extra less ``NOT_DECIDING``."""
+    from packaging.requirements import Requirement
+
     project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    names = (re.split(r"[<>=!~\[ ;]", req.strip(), maxsplit=1)[0]
-             for req in project["optional-dependencies"]["book"])
-    return sorted(n for n in names if n and n not in NOT_DECIDING)
+    names = (Requirement(req).name for req in project["optional-dependencies"]["book"])
+    return sorted(n for n in names if n not in NOT_DECIDING)
 
 
 def environment_key(deciding: list, root: Path = ROOT) -> str:

@@ -25,8 +25,10 @@ from fencecheck import chapter  # noqa: E402
 #: Debian's chromium by default; CHROMIUM=bundled uses the browser `playwright install` downloads.
 #: The site's checks (tests/site/conftest.py) launch it the same way.
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+#: Playwright's ``chromium.launch`` arguments.
+LAUNCH = {"executable_path": None if CHROMIUM == "bundled" else CHROMIUM,
+          "args": ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]}
 OUT_NAME = "tensor-fences.pdf"
 RAW_MYST = re.compile(r"\{glue|\{code-cell\}|^:::|^```\{|\{term\}`|\{torch\}`", re.M)
 
@@ -87,7 +89,7 @@ def print_pages(url: str, pages: list[str]) -> list[tuple[str, bytes, dict]]:
 
     printed = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=None if CHROMIUM == "bundled" else CHROMIUM, args=FLAGS)
+        browser = pw.chromium.launch(**LAUNCH)
         for name in pages:
             page = browser.new_page()
             page.goto(f"{url}/{name}.html", wait_until="load")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import site_checks as sc
-from pdf import CHROMIUM, FLAGS, served  # the browser and the local server that make pdf uses
+from pdf import LAUNCH, served  # the browser and the local server that make pdf uses
 
 #: The figures the checks measured, printed after the run (the reader's measures).
 FIGURES: list[str] = []
@@ -22,8 +22,7 @@ def pytest_addoption(parser):
 
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
-    path = None if CHROMIUM == "bundled" else CHROMIUM
-    return {**browser_type_launch_args, "executable_path": path, "args": FLAGS}
+    return {**browser_type_launch_args, **LAUNCH}
 
 
 @pytest.fixture(scope="session")
