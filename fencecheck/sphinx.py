@@ -633,14 +633,15 @@ def _outdated(app, env, added, changed, removed) -> list[str]:
     if getattr(env, "tf_wheel", None) != (wheel := wheel_name()):
         env.tf_wheel = wheel
         return sorted(env.found_docs - added - changed)   # those Sphinx reads anyway aside
-    out = set()
-    for doc, kept in env.metadata.items():
+    out = []
+    for doc in sorted(env.found_docs - added - changed):   # those Sphinx reads anyway aside
+        kept = env.metadata.get(doc, {})
         ids, digest = kept.get("tf_marks", ([], None))
         if any(numbers.get(k) != v for k, v in kept.get("tf_quoted", {}).items()) \
                 or kept.get("tf_record_page", key) != key \
                 or marks_changed and digest is not None and marks_digest(rec, ids) != digest:
-            out.add(doc)
-    return sorted(out & env.found_docs - added - changed)
+            out.append(doc)
+    return out
 
 
 class unsearched_html(nodes.comment):  # noqa: N801 - docutils dispatches on the class name
