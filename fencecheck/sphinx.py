@@ -630,11 +630,12 @@ def _outdated(app, env, added, changed, removed) -> list[str]:
     key = rec.page_key
     marks_changed = getattr(env, "tf_marks_key", None) != rec.key   # badges are a function of the record
     env.tf_marks_key = rec.key   # every page's digest is of this record, or it is read again
+    others = sorted(env.found_docs - added - changed)   # those Sphinx reads anyway aside
     if getattr(env, "tf_wheel", None) != (wheel := wheel_name()):
         env.tf_wheel = wheel
-        return sorted(env.found_docs - added - changed)   # those Sphinx reads anyway aside
+        return others
     out = []
-    for doc in sorted(env.found_docs - added - changed):   # those Sphinx reads anyway aside
+    for doc in others:
         kept = env.metadata.get(doc, {})
         ids, digest = kept.get("tf_marks", ([], None))
         if any(numbers.get(k) != v for k, v in kept.get("tf_quoted", {}).items()) \

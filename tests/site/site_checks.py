@@ -12,7 +12,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 
 from fencecheck import chapter  # noqa: E402
 from fencecheck.lint import MAX_VISIBLE_LINES  # noqa: E402 - the 15-line limit's one home
-from pdf import toc_pages  # noqa: E402,F401 - the pages the PDF prints, for the tests here
 
 SHOTS = ROOT / "_build" / "screenshots"
 #: Each lesson of the new form has at least this many quick checks (fences.quiz).
@@ -313,7 +312,6 @@ def _feedback(wrapper) -> tuple[str, str]:
     """The feedback's class and text under a question, empty when it shows none."""
     fb = wrapper.locator(".Feedback").first
     return (fb.get_attribute("class") or "", fb.inner_text().strip()) if fb.count() else ("", "")
-
 
 
 #: The stride drill: at least DRILL_CHAINS chains of three questions (shape, stride,

@@ -24,6 +24,7 @@ import nbformat
 import pytest
 import site_checks as sc
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+from pdf import toc_pages  # the pages the PDF prints
 
 from fencecheck import cachekey, jupyter
 from fencecheck.releases import REFERENCE
@@ -35,7 +36,7 @@ RUNNER = ["nbclient>=0.10", "ipykernel>=6"]
 #: JupyterLab runs from an environment of its own: in the test's, its dependencies would slow every process
 #: that imports nbformat or jsonschema (benchmarks/README.md).
 JUPYTERLAB = "jupyterlab>=4,<5"
-PAGES = sc.toc_pages()
+PAGES = toc_pages()
 
 #: The notebook in view: JupyterLab keeps other panels in the page, hidden.
 OPEN = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"

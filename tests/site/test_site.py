@@ -6,7 +6,8 @@ import re
 
 import pytest
 import site_checks as sc
-from site_checks import is_lesson, toc_pages
+from pdf import toc_pages  # the pages the PDF prints
+from site_checks import is_lesson
 
 PAGES = toc_pages()
 LESSONS = [n for n in PAGES if is_lesson(n)]
